@@ -1,0 +1,27 @@
+import type { Request, Response } from 'express';
+import type { Feature, KillSwitch, Permission, Plan } from '../../config/gateway-config.schema';
+
+/** Who is calling: set by the API-key guard, read by the other guards and services. */
+export interface Caller {
+  orgId: string;
+  keyId: string;
+  plan: Plan;
+  features: readonly Feature[];
+  permissions: readonly Permission[];
+  killSwitches: readonly KillSwitch[];
+  monthlyRequestLimit: number | null;
+}
+
+/** What the request did, copied into the access log line and metrics when the response finishes. */
+export interface RequestFacts {
+  requestId: string;
+  startedAt: bigint;
+  route?: string;
+  provider?: string;
+  model?: string;
+  fallbackUsed?: boolean;
+  errorCode?: string;
+}
+
+export type GatewayRequest = Request & { caller?: Caller; facts: RequestFacts; rawBodyParsed?: boolean };
+export type GatewayResponse = Response;

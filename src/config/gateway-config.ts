@@ -1,0 +1,288 @@
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { Secret } from './secret';
+import { ConfigError } from './schema';
+import {
+  Feature, gatewayConfigSchema, KillSwitch, Permission, Plan, ProviderFamily, RawGatewayConfig, StrategyId,
+} from './gateway-config.schema';
+
+export interface Timeouts {
+  connectMs?: number;
+  firstTokenMs?: number;
+  idleMs?: number;
+  totalMs?: number;
+}
+
+export interface ProviderSpec {
+  id: string;
+  family: ProviderFamily;
+  baseUrl?: string;
+  apiKey?: Secret;
+  apiVersion?: string;
+  headers: Readonly<Record<string, string>>;
+  timeouts: Timeouts;
+  maxResponseBytes?: number;
+}
+
+/** One provider serving a catalogue model: the (provider, upstream name) pair tried in order. */
+export interface ModelTargetSpec {
+  provider: string;
+  upstream: string;
+  timeouts: Timeouts;
+}
+
+export interface ModelSpec {
+  id: string;
+  type: 'chat' | 'embedding';
+  targets: readonly ModelTargetSpec[];
+  cost?: { inputPerMtok: number; outputPerMtok: number };
+  quality?: number;
+  manualScore?: number;
+  maxOutputTokens?: number;
+  dimensions?: number;
+  reasoning?: string;
+}
+
+export interface ApiKeySpec {
+  id: string;
+  key: Secret;
+  permissions: readonly Permission[];
+}
+
+export interface OrgSpec {
+  id: string;
+  name: string;
+  plan: Plan;
+  features: readonly Feature[];
+  monthlyRequestLimit: number | null;
+  killSwitches: readonly KillSwitch[];
+  apiKeys: readonly ApiKeySpec[];
+}
+
+/** A route target: (provider id, catalogue model id). */
+export interface TargetRef {
+  provider: string;
+  model: string;
+}
+
+export interface RouteSpec {
+  name: string;
+  orgs: readonly string[];
+  models: readonly string[];
+  strategy: StrategyId;
+  targets: readonly TargetRef[];
+  weights?: readonly number[];
+  template?: string;
+  constraints: { maxCostIncrease?: number };
+}
+
+export interface FirewallRuleSpec {
+  id: string;
+  pattern: string;
+  action: 'block' | 'redact';
+  replacement?: string;
+  routes?: readonly string[];
+}
+
+export interface TemplateSpec {
+  system?: string;
+  messages?: readonly { role: 'system' | 'user' | 'assistant' | 'developer'; content: string }[];
+}
+
+export interface GatewayConfig {
+  providers: Readonly<Record<string, ProviderSpec>>;
+  models: Readonly<Record<string, ModelSpec>>;
+  organizations: Readonly<Record<string, OrgSpec>>;
+  routes: readonly RouteSpec[];
+  firewall: { rules: readonly FirewallRuleSpec[] };
+  templates: Readonly<Record<string, TemplateSpec>>;
+  limits: RawGatewayConfig['limits'];
+  metrics: { enabled: boolean };
+}
+
+const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+
+/** Replaces `${VAR}` in every string scalar; a variable that is not set is an error naming it. */
+function expandEnv(node: unknown, env: Readonly<Record<string, string | undefined>>, path: string): unknown {
+  if (typeof node === 'string') {
+    return node.replace(VAR, (_, name: string) => {
+      const value = env[name];
+      if (value === undefined) throw new ConfigError(path, `environment variable ${name} is not set`);
+      return value;
+    });
+  }
+  if (Array.isArray(node)) return node.map((x, i) => expandEnv(x, env, path ? `${path}.${i}` : String(i)));
+  if (node !== null && typeof node === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(node)) out[k] = expandEnv(v, env, path ? `${path}.${k}` : k);
+    return out;
+  }
+  return node;
+}
+
+function parseYamlText(text: string): unknown {
+  try {
+    return parseYaml(text, { prettyErrors: false, uniqueKeys: true, maxAliasCount: 100 }) ?? {};
+  } catch (err) {
+    if (err instanceof YAMLParseError) {
+      const at = err.linePos?.[0];
+      const where = at ? ` at line ${at.line}, column ${at.col}` : '';
+      throw new ConfigError('', `invalid YAML${where}: ${err.message.split('\n')[0]}`);
+    }
+    throw err;
+  }
+}
+
+const timeoutsOf = (t?: { connect_ms?: number; first_token_ms?: number; idle_ms?: number; total_ms?: number }): Timeouts => ({
+  connectMs: t?.connect_ms,
+  firstTokenMs: t?.first_token_ms,
+  idleMs: t?.idle_ms,
+  totalMs: t?.total_ms,
+});
+
+function resolveModels(raw: RawGatewayConfig, providers: Record<string, ProviderSpec>): Record<string, ModelSpec> {
+  const models: Record<string, ModelSpec> = {};
+  for (const [id, m] of Object.entries(raw.models)) {
+    const path = `models.${id}`;
+    if (m.provider && m.providers) throw new ConfigError(path, 'give either provider or providers, not both');
+    const targets: ModelTargetSpec[] = [];
+    if (m.provider) {
+      targets.push({ provider: m.provider, upstream: m.upstream ?? id, timeouts: timeoutsOf(m.timeouts) });
+    } else if (m.providers && Object.keys(m.providers).length > 0) {
+      if (m.upstream) throw new ConfigError(`${path}.upstream`, 'with providers, give upstream per provider');
+      for (const [p, t] of Object.entries(m.providers)) {
+        targets.push({ provider: p, upstream: t.upstream ?? id, timeouts: { ...timeoutsOf(m.timeouts), ...timeoutsOf(t.timeouts) } });
+      }
+    } else {
+      throw new ConfigError(`${path}.provider`, 'is required (or providers)');
+    }
+    for (const t of targets) {
+      const at = m.provider ? `${path}.provider` : `${path}.providers.${t.provider}`;
+      if (!providers[t.provider]) throw new ConfigError(at, `unknown provider "${t.provider}"`);
+    }
+    models[id] = {
+      id,
+      type: m.type,
+      targets,
+      cost: m.cost && { inputPerMtok: m.cost.input_per_mtok, outputPerMtok: m.cost.output_per_mtok },
+      quality: m.quality,
+      manualScore: m.manual_score,
+      maxOutputTokens: m.max_output_tokens,
+      dimensions: m.dimensions,
+      reasoning: m.reasoning,
+    };
+  }
+  return models;
+}
+
+/**
+ * Parses a route target: `provider/model` (a provider id, then a catalogue model id served by that
+ * provider) or a bare catalogue id, which stands for each of its providers in order.
+ */
+export function resolveTarget(ref: string, models: Readonly<Record<string, ModelSpec>>): TargetRef[] | string {
+  const slash = ref.indexOf('/');
+  if (slash > 0) {
+    const provider = ref.slice(0, slash);
+    const model = models[ref.slice(slash + 1)];
+    if (model && model.targets.some((t) => t.provider === provider)) return [{ provider, model: model.id }];
+  }
+  const model = models[ref];
+  if (model) return model.targets.map((t) => ({ provider: t.provider, model: model.id }));
+  return slash > 0
+    ? `unknown target "${ref}" (no catalogue model "${ref.slice(slash + 1)}" served by provider "${ref.slice(0, slash)}")`
+    : `unknown model "${ref}"`;
+}
+
+/** Pure: (environment, file text) → frozen, validated configuration. Throws ConfigError. */
+export function loadGatewayConfig(text: string, env: Readonly<Record<string, string | undefined>>): GatewayConfig {
+  const raw = gatewayConfigSchema.parse(expandEnv(parseYamlText(text), env, ''), '');
+
+  const providers: Record<string, ProviderSpec> = {};
+  for (const [id, p] of Object.entries(raw.providers)) {
+    providers[id] = {
+      id,
+      family: p.family,
+      baseUrl: p.base_url,
+      apiKey: p.api_key,
+      apiVersion: p.api_version,
+      headers: p.headers ?? {},
+      timeouts: timeoutsOf(p.timeouts),
+      maxResponseBytes: p.max_response_bytes,
+    };
+  }
+  const models = resolveModels(raw, providers);
+
+  const organizations: Record<string, OrgSpec> = {};
+  const keyIds = new Set<string>();
+  for (const [id, o] of Object.entries(raw.organizations)) {
+    o.api_keys.forEach((k, i) => {
+      if (keyIds.has(k.id)) throw new ConfigError(`organizations.${id}.api_keys.${i}.id`, `duplicate api key id "${k.id}"`);
+      keyIds.add(k.id);
+    });
+    organizations[id] = {
+      id,
+      name: o.name ?? id,
+      plan: o.plan,
+      features: o.features,
+      monthlyRequestLimit: o.monthly_request_limit,
+      killSwitches: o.kill_switches,
+      apiKeys: o.api_keys,
+    };
+  }
+
+  const routeNames = new Set<string>();
+  const routes: RouteSpec[] = raw.routes.map((r, i) => {
+    const path = `routes.${i}`;
+    if (routeNames.has(r.name)) throw new ConfigError(`${path}.name`, `duplicate route name "${r.name}"`);
+    routeNames.add(r.name);
+    const targets: TargetRef[] = [];
+    r.targets.forEach((ref, j) => {
+      const resolved = resolveTarget(ref, models);
+      if (typeof resolved === 'string') throw new ConfigError(`${path}.targets.${j}`, resolved);
+      targets.push(...resolved);
+    });
+    if (r.weights && r.weights.length !== r.targets.length) {
+      throw new ConfigError(`${path}.weights`, `must have one weight per target (${r.targets.length})`);
+    }
+    if (r.template && !raw.templates[r.template]) throw new ConfigError(`${path}.template`, `unknown template "${r.template}"`);
+    return {
+      name: r.name,
+      orgs: r.orgs,
+      models: r.models,
+      strategy: r.strategy,
+      targets,
+      weights: r.weights,
+      template: r.template,
+      constraints: { maxCostIncrease: r.constraints?.max_cost_increase },
+    };
+  });
+
+  raw.firewall.rules.forEach((rule, i) => {
+    try {
+      new RegExp(rule.pattern.replace(/^\(\?i\)/, ''), 'u');
+    } catch (err) {
+      throw new ConfigError(`firewall.rules.${i}.pattern`, `invalid regular expression: ${(err as Error).message}`);
+    }
+    rule.routes?.forEach((name, j) => {
+      if (!routeNames.has(name)) throw new ConfigError(`firewall.rules.${i}.routes.${j}`, `unknown route "${name}"`);
+    });
+  });
+
+  return deepFreeze({
+    providers,
+    models,
+    organizations,
+    routes,
+    firewall: { rules: raw.firewall.rules },
+    templates: raw.templates,
+    limits: raw.limits,
+    metrics: raw.metrics,
+  });
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !(value instanceof Secret) && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
