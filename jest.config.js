@@ -6,8 +6,8 @@ module.exports = {
   testEnvironment: 'node',
   rootDir: '.',
   testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/test/**/*.spec.ts'],
-  transform: { '^.+\\.(t|j|mj)s$': ['@swc/jest', { ...swc, module: { type: 'commonjs', ignoreDynamic: false }, swcrc: false }] },
+  transform: { '^.+\\.(t|j|mj|cj)s$': ['@swc/jest', { ...swc, module: { type: 'commonjs', ignoreDynamic: false }, swcrc: false }] },
   transformIgnorePatterns: [`/node_modules/(?!(${esm.join('|')})/)`],
-  moduleFileExtensions: ['ts', 'js', 'mjs', 'json'],
+  moduleFileExtensions: ['ts', 'js', 'mjs', 'cjs', 'json'],
   testTimeout: 30000,
 };

@@ -39,7 +39,7 @@ export function loadEnv(env: Readonly<Record<string, string | undefined>>): EnvC
   }
   return Object.freeze({
     port: intVar(env, 'PORT', 8080, 0, 65535),
-    host: nonEmpty(env.HOST) ?? '0.0.0.0',
+    host: nonEmpty(env.HOST) ?? '127.0.0.1',
     configPath: nonEmpty(env.GATEWAY_CONFIG) ?? 'config/gateway.yaml',
     dataDir: nonEmpty(env.GATEWAY_DATA_DIR) ?? '.gateway-data',
     databaseUrl,

@@ -121,12 +121,13 @@ function expandEnv(node: unknown, env: Readonly<Record<string, string | undefine
 
 function parseYamlText(text: string): unknown {
   try {
-    return parseYaml(text, { prettyErrors: false, uniqueKeys: true, maxAliasCount: 100 }) ?? {};
+    return parseYaml(text, { prettyErrors: true, uniqueKeys: true, maxAliasCount: 100 }) ?? {};
   } catch (err) {
     if (err instanceof YAMLParseError) {
       const at = err.linePos?.[0];
       const where = at ? ` at line ${at.line}, column ${at.col}` : '';
-      throw new ConfigError('', `invalid YAML${where}: ${err.message.split('\n')[0]}`);
+      const detail = err.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
+      throw new ConfigError('', `invalid YAML${where}: ${detail}`);
     }
     throw err;
   }

@@ -1,0 +1,48 @@
+import { DynamicModule, MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import { ApiKeyGuard } from './common/auth/api-key.guard';
+import { CommonModule } from './common/common.module';
+import { GatewayExceptionFilter } from './common/errors/gateway-exception.filter';
+import { JsonBodyInterceptor } from './common/http/json-body.interceptor';
+import { RequestContextMiddleware } from './common/http/request-context.middleware';
+import { AppLogger } from './common/logging/logger';
+import { AppConfig } from './config/app-config';
+import { ConfigModule } from './config/config.module';
+import { HealthModule } from './health/health.module';
+import { MetricsModule } from './metrics/metrics.module';
+import { StoresModule } from './stores/stores.module';
+import { TenancyModule } from './tenancy/tenancy.module';
+
+@Module({})
+export class AppModule implements NestModule {
+  /** The whole gateway for a given configuration and logger (main.ts, the CLI and e2e tests use it). */
+  static forRoot(config: AppConfig, logger: AppLogger): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        { module: LoggerHolder, global: true, providers: [{ provide: AppLogger, useValue: logger }], exports: [AppLogger] },
+        CommonModule,
+        MetricsModule,
+        StoresModule,
+        TenancyModule,
+        HealthModule,
+      ],
+      providers: [
+        // The API-key guard lives here, where TenancyModule provides its authenticator.
+        ApiKeyGuard,
+        // useExisting, so tests can overrideProvider the concrete classes (STYLE "Layout").
+        { provide: APP_GUARD, useExisting: ApiKeyGuard },
+        { provide: APP_FILTER, useExisting: GatewayExceptionFilter },
+        { provide: APP_INTERCEPTOR, useExisting: JsonBodyInterceptor },
+      ],
+    };
+  }
+
+  configure(consumer: MiddlewareConsumer): void {
+    consumer.apply(RequestContextMiddleware).forRoutes('*path');
+  }
+}
+
+@Module({})
+class LoggerHolder {}

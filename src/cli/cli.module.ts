@@ -1,0 +1,27 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { AppLogger } from '../common/logging/logger';
+import { AppConfig } from '../config/app-config';
+import { ConfigModule } from '../config/config.module';
+import { MetricsModule } from '../metrics/metrics.module';
+import { StoresModule } from '../stores/stores.module';
+import { TenancyModule } from '../tenancy/tenancy.module';
+
+/** What the admin commands need: config, stores and tenancy, without the HTTP layer. */
+@Module({})
+export class CliModule {
+  static forRoot(config: AppConfig, logger: AppLogger): DynamicModule {
+    return {
+      module: CliModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        { module: CliLoggerHolder, global: true, providers: [{ provide: AppLogger, useValue: logger }], exports: [AppLogger] },
+        MetricsModule,
+        StoresModule,
+        TenancyModule,
+      ],
+    };
+  }
+}
+
+@Module({})
+class CliLoggerHolder {}

@@ -1,0 +1,24 @@
+import { Global, Module } from '@nestjs/common';
+import { ConfirmationGuard, FeatureGuard, PermissionGuard } from './auth/access.guards';
+import { GatewayExceptionFilter } from './errors/gateway-exception.filter';
+import { JsonBodyInterceptor } from './http/json-body.interceptor';
+import { RequestContextMiddleware } from './http/request-context.middleware';
+import { DrainState } from './lifecycle/drain-state';
+import { RequestLogger } from './logging/request-logger';
+
+/** Cross-cutting pieces: guards, the exception filter, body parsing, request context, draining. */
+@Global()
+@Module({
+  providers: [
+    PermissionGuard,
+    FeatureGuard,
+    ConfirmationGuard,
+    GatewayExceptionFilter,
+    JsonBodyInterceptor,
+    RequestContextMiddleware,
+    RequestLogger,
+    DrainState,
+  ],
+  exports: [PermissionGuard, FeatureGuard, ConfirmationGuard, GatewayExceptionFilter, JsonBodyInterceptor, RequestContextMiddleware, RequestLogger, DrainState],
+})
+export class CommonModule {}

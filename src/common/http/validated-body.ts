@@ -1,0 +1,47 @@
+import { ArgumentMetadata, Body, Injectable, PipeTransform, Type } from '@nestjs/common';
+import { plainToInstance } from 'class-transformer';
+import { validateSync, ValidationError } from 'class-validator';
+import { GatewayError } from '../errors/gateway-error';
+
+function firstError(errors: ValidationError[], prefix = ''): { param: string; message: string } | undefined {
+  for (const e of errors) {
+    const param = prefix ? `${prefix}.${e.property}` : e.property;
+    if (e.constraints) {
+      const [key, message] = Object.entries(e.constraints)[0];
+      if (key === 'whitelistValidation') return { param, message: `unknown field "${param}"` };
+      return { param, message };
+    }
+    const nested = firstError(e.children ?? [], param);
+    if (nested) return nested;
+  }
+  return undefined;
+}
+
+/**
+ * class-validator DTO pipe: whitelist + forbidNonWhitelisted, the first failure becomes the
+ * route's 400 code with `param` naming the field.
+ */
+@Injectable()
+export class DtoPipe implements PipeTransform {
+  constructor(
+    private readonly code: 'invalid_body' | 'invalid_request',
+    private readonly dto?: Type<object>,
+  ) {}
+
+  transform(value: unknown, metadata: ArgumentMetadata): unknown {
+    const dto = this.dto ?? (metadata.metatype as Type<object> | undefined);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new GatewayError(this.code, 'The request body must be a JSON object.');
+    }
+    if (!dto || dto === Object) return value;
+    const instance = plainToInstance(dto, value, { enableImplicitConversion: false });
+    const errors = validateSync(instance, { whitelist: true, forbidNonWhitelisted: true, forbidUnknownValues: true });
+    const err = firstError(errors);
+    if (err) throw new GatewayError(this.code, err.message, { param: err.param });
+    return instance;
+  }
+}
+
+/** `@ValidBody('invalid_body') dto: CreateExperimentDto`: the parsed body, validated against the parameter's DTO. */
+export const ValidBody = (code: 'invalid_body' | 'invalid_request', dto?: Type<object>): ParameterDecorator =>
+  Body(new DtoPipe(code, dto));

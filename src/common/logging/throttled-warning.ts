@@ -1,0 +1,20 @@
+import type { Logger } from 'pino';
+
+/**
+ * Logs a degradation at most once per interval per topic (DESIGN §10: "each degradation is counted
+ * and logged at most once per interval"); the caller counts every occurrence in metrics.
+ */
+export class ThrottledWarning {
+  private readonly last = new Map<string, number>();
+  constructor(
+    private readonly log: Logger,
+    private readonly intervalMs = 30_000,
+  ) {}
+
+  warn(topic: string, err: unknown, fields: Record<string, unknown> = {}): void {
+    const now = Date.now();
+    if (now - (this.last.get(topic) ?? -Infinity) < this.intervalMs) return;
+    this.last.set(topic, now);
+    this.log.warn({ topic, reason: err instanceof Error ? err.message : String(err), ...fields }, 'degraded');
+  }
+}

@@ -1,0 +1,103 @@
+import { loadGatewayConfig } from './gateway-config';
+import { loadEnv } from './env';
+import { ConfigError } from './schema';
+import { Secret } from './secret';
+import { inspect } from 'node:util';
+
+const base = `
+providers:
+  openai: { family: openai, base_url: https://api.openai.com/v1, api_key: "\${OPENAI_API_KEY}" }
+  local: { family: mock }
+models:
+  gpt-4o-mini: { provider: openai, upstream: gpt-4o-mini-2024, cost: { input_per_mtok: 0.15, output_per_mtok: 0.6 }, quality: 0.72 }
+  llama:
+    providers: { openai: { upstream: llama-x }, local: {} }
+routes:
+  - { name: default, models: [auto], strategy: ordered, targets: [openai/gpt-4o-mini, llama] }
+`;
+
+function errorOf(text: string, env: Record<string, string> = { OPENAI_API_KEY: 'sk-test' }): string {
+  try {
+    loadGatewayConfig(text, env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadGatewayConfig', () => {
+  it('loads a valid file, expands ${VAR} and resolves targets', () => {
+    const cfg = loadGatewayConfig(base, { OPENAI_API_KEY: 'sk-test' });
+    expect(cfg.providers.openai.apiKey?.reveal()).toBe('sk-test');
+    expect(cfg.models['gpt-4o-mini'].targets).toEqual([{ provider: 'openai', upstream: 'gpt-4o-mini-2024', timeouts: expect.any(Object) }]);
+    expect(cfg.models.llama.targets.map((t) => [t.provider, t.upstream])).toEqual([['openai', 'llama-x'], ['local', 'llama']]);
+    expect(cfg.routes[0].targets).toEqual([
+      { provider: 'openai', model: 'gpt-4o-mini' },
+      { provider: 'openai', model: 'llama' },
+      { provider: 'local', model: 'llama' },
+    ]);
+    expect(cfg.limits.requests_per_minute_per_key).toBe(600);
+    expect(Object.isFrozen(cfg.routes[0])).toBe(true);
+  });
+
+  it('refuses invalid YAML with the line', () => {
+    expect(errorOf('providers:\n  a: [1, 2\n')).toMatch(/^invalid YAML at line \d+, column \d+: /);
+  });
+
+  it('refuses an unknown key with its path', () => {
+    expect(errorOf(base.replace('family: mock', 'family: mock, colour: red'))).toBe(
+      'providers.local.colour: unknown key (allowed: family, base_url, api_key, api_version, headers, timeouts, max_response_bytes)',
+    );
+  });
+
+  it('names a missing ${VAR}', () => {
+    expect(errorOf(base, {})).toBe('providers.openai.api_key: environment variable OPENAI_API_KEY is not set');
+  });
+
+  it('names an unknown provider in a model', () => {
+    expect(errorOf(base.replace('{ provider: openai, upstream', '{ provider: opnai, upstream'))).toBe(
+      'models.gpt-4o-mini.provider: unknown provider "opnai"',
+    );
+  });
+
+  it('names an unknown route target, a bad enum and a range error', () => {
+    expect(errorOf(base.replace('targets: [openai/gpt-4o-mini', 'targets: [openai/gpt-5'))).toBe(
+      'routes.0.targets.0: unknown target "openai/gpt-5" (no catalogue model "gpt-5" served by provider "openai")',
+    );
+    expect(errorOf(base.replace('family: mock', 'family: bedrock'))).toMatch(/^providers\.local\.family: must be one of openai, .*got "bedrock"$/);
+    expect(errorOf(base.replace('quality: 0.72', 'quality: 1.5'))).toBe('models.gpt-4o-mini.quality: must be at most 1, got 1.5');
+  });
+
+  it('refuses duplicate YAML keys and bad firewall regexes', () => {
+    expect(errorOf('providers: {}\nproviders: {}\n')).toMatch(/^invalid YAML at line 2/);
+    expect(errorOf(`${base}firewall: { rules: [ { id: x, pattern: "(", action: block } ] }\n`)).toMatch(
+      /^firewall\.rules\.0\.pattern: invalid regular expression/,
+    );
+  });
+
+  it('organisations: defaults, and api keys kept as secrets', () => {
+    const cfg = loadGatewayConfig(
+      `${base}organizations:\n  acme:\n    plan: pro\n    features: [explain]\n    api_keys: [ { id: k1, key: "\${K}" } ]\n`,
+      { OPENAI_API_KEY: 'x', K: 'gw-plain-key' },
+    );
+    const org = cfg.organizations.acme;
+    expect(org).toMatchObject({ plan: 'pro', features: ['explain'], monthlyRequestLimit: null, killSwitches: [] });
+    expect(org.apiKeys[0].permissions).toEqual(['read', 'write']);
+    expect(JSON.stringify(cfg)).not.toContain('gw-plain-key');
+    expect(inspect(cfg, { depth: 10 })).not.toContain('gw-plain-key');
+  });
+});
+
+describe('loadEnv', () => {
+  it('applies the defaults of DESIGN §4', () => {
+    expect(loadEnv({})).toMatchObject({ port: 8080, configPath: 'config/gateway.yaml', dataDir: '.gateway-data', logLevel: 'info' });
+  });
+  it('requires a pepper with DATABASE_URL and validates PORT', () => {
+    expect(() => loadEnv({ DATABASE_URL: 'postgres://x' })).toThrow('GATEWAY_KEY_PEPPER: is required when DATABASE_URL is set');
+    expect(() => loadEnv({ PORT: 'eighty' })).toThrow('PORT: must be an integer from 0 to 65535, got "eighty"');
+    const env = loadEnv({ DATABASE_URL: 'postgres://x', GATEWAY_KEY_PEPPER: 'p' });
+    expect(env.vectorDatabaseUrl).toBe('postgres://x');
+    expect(env.keyPepper).toBeInstanceOf(Secret);
+  });
+});

@@ -1,0 +1,44 @@
+import type { WindowCheck } from './cache-store';
+
+/*
+ * Argument rules shared by both adapters, so a caller's mistake fails the same way on memory as on
+ * Redis, and a key layout that would break on Redis Cluster shows up in tests without one.
+ */
+
+export function checkTtl(ttlMs: number): number {
+  if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new RangeError(`ttlMs must be a positive number, got ${ttlMs}`);
+  return Math.ceil(ttlMs);
+}
+
+export function checkLimit(n: number, name = 'limit'): void {
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${name} must be an integer >= 0, got ${n}`);
+}
+
+/** Redis Cluster hashes only the part of a key between the first `{` and the next `}`, when not empty. */
+export function hashTag(key: string): string | undefined {
+  const open = key.indexOf('{');
+  if (open < 0) return undefined;
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : undefined;
+}
+
+/**
+ * Windows must be distinct keys (one log per window) and, when there are several, share one hash
+ * tag such as `{org:acme}`: Redis Cluster runs a script on one slot (DESIGN §2).
+ */
+export function checkWindows(checks: readonly WindowCheck[]): void {
+  if (checks.length === 0) throw new RangeError('hitWindows needs at least one window');
+  const keys = new Set<string>();
+  for (const c of checks) {
+    checkLimit(c.limit, `limit of ${c.key}`);
+    if (!Number.isSafeInteger(c.windowMs) || c.windowMs < 1) throw new RangeError(`windowMs of ${c.key} must be an integer >= 1, got ${c.windowMs}`);
+    if (keys.has(c.key)) throw new RangeError(`hitWindows keys must be distinct: ${c.key} appears twice`);
+    keys.add(c.key);
+  }
+  if (checks.length > 1) {
+    const tag = hashTag(checks[0].key);
+    if (tag === undefined || checks.some((c) => hashTag(c.key) !== tag)) {
+      throw new RangeError('hitWindows keys must share one hash tag such as {org:acme}: Redis Cluster runs a script on one slot');
+    }
+  }
+}

@@ -1,0 +1,20 @@
+import type { Logger } from 'pino';
+import type { EnvConfig } from '../../config/env';
+import { CacheStore } from './cache-store';
+import { MemoryCacheStore } from './memory-cache.store';
+import { RedisCacheStore } from './redis-cache.store';
+
+export interface CacheStoreFactoryOptions {
+  /** Where the Redis adapter reports connection errors, throttled (DESIGN §10). */
+  logger?: Logger;
+}
+
+/**
+ * Redis when `REDIS_URL` is set, else the in-process store (DESIGN §2, §4). Never throws for an
+ * unreachable Redis and never waits for it: the gateway starts and serves, the client keeps
+ * reconnecting, and readiness reports the cache as degraded through `ping` (DESIGN §10).
+ */
+export function createCacheStore(env: Pick<EnvConfig, 'redisUrl'>, options: CacheStoreFactoryOptions = {}): CacheStore {
+  if (env.redisUrl) return new RedisCacheStore({ url: env.redisUrl, logger: options.logger });
+  return new MemoryCacheStore();
+}

@@ -1,0 +1,173 @@
+import { checkLimit, checkTtl, checkWindows } from './cache-input';
+import { CacheStore, CounterDecision, WindowCheck, WindowDecision } from './cache-store';
+
+export interface MemoryCacheStoreOptions {
+  /** Milliseconds since the epoch; injectable so tests move time instead of sleeping. */
+  now?: () => number;
+  /** Beyond this many keys the least recently written ones are evicted, so memory stays bounded. */
+  maxEntries?: number;
+  /** How often expired entries are swept (reads also drop them as they meet them). */
+  sweepIntervalMs?: number;
+}
+
+type Entry =
+  | { type: 'string'; value: string; expiresAt: number }
+  /** A sliding log: hit times, oldest first (lua/hit-windows.lua keeps a sorted set). */
+  | { type: 'log'; hits: number[]; expiresAt: number };
+
+const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
+
+/**
+ * The embedded cache store (DESIGN §2): the semantics of the Redis adapter and its Lua scripts,
+ * in one process. Every operation runs synchronously inside one call, which is what makes
+ * hitWindows and incrementBelow atomic here. Not shared between replicas: the embedded default is
+ * for a single process.
+ */
+export class MemoryCacheStore extends CacheStore {
+  readonly kind = 'memory' as const;
+  private readonly entries = new Map<string, Entry>();
+  private readonly now: () => number;
+  private readonly maxEntries: number;
+  private readonly sweeper: NodeJS.Timeout;
+  private closed = false;
+  private lastSweepAt = -Infinity;
+
+  constructor(options: MemoryCacheStoreOptions = {}) {
+    super();
+    this.now = options.now ?? Date.now;
+    this.maxEntries = options.maxEntries ?? 100_000;
+    this.sweeper = setInterval(() => this.sweep(), options.sweepIntervalMs ?? 30_000);
+    // The sweeper must not keep a finished process (or a test run) alive.
+    this.sweeper.unref();
+  }
+
+  /** Number of keys held, expired ones not yet swept included. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  async get(key: string): Promise<string | null> {
+    this.open();
+    const entry = this.live(key);
+    if (entry === undefined) return null;
+    if (entry.type !== 'string') throw new Error(WRONGTYPE);
+    return entry.value;
+  }
+
+  async set(key: string, value: string, ttlMs: number): Promise<void> {
+    this.open();
+    const ttl = checkTtl(ttlMs);
+    this.write(key, { type: 'string', value, expiresAt: this.now() + ttl });
+  }
+
+  async del(...keys: string[]): Promise<void> {
+    this.open();
+    for (const key of keys) this.entries.delete(key);
+  }
+
+  async hitWindows(checks: readonly WindowCheck[]): Promise<WindowDecision> {
+    this.open();
+    checkWindows(checks);
+    const now = this.now();
+    const logs: number[][] = [];
+    const counts: number[] = [];
+    let deniedIndex = -1;
+    let retryAfterMs = 0;
+    for (const [i, check] of checks.entries()) {
+      const entry = this.live(check.key);
+      if (entry !== undefined && entry.type !== 'log') throw new Error(WRONGTYPE);
+      const hits = entry?.hits ?? [];
+      // A hit counts while it is younger than the window, as in the Lua script.
+      const boundary = now - check.windowMs;
+      let gone = 0;
+      while (gone < hits.length && hits[gone] <= boundary) gone++;
+      if (gone > 0) hits.splice(0, gone);
+      logs.push(hits);
+      counts.push(hits.length);
+      if (deniedIndex === -1 && hits.length >= check.limit) {
+        deniedIndex = i;
+        retryAfterMs = hits.length > 0 ? Math.max(1, Math.ceil(hits[0] + check.windowMs - now)) : check.windowMs;
+      }
+    }
+    if (deniedIndex === -1) {
+      for (const [i, check] of checks.entries()) {
+        const hits = logs[i];
+        // A clock that steps back must not break the oldest-first order the slide relies on.
+        let at = hits.length;
+        while (at > 0 && hits[at - 1] > now) at--;
+        hits.splice(at, 0, now);
+        // The log goes when its newest hit leaves the window, as PEXPIREAT does in the script.
+        this.write(check.key, { type: 'log', hits, expiresAt: hits[hits.length - 1] + check.windowMs });
+        counts[i] = hits.length;
+      }
+    } else {
+      for (const [i, check] of checks.entries()) {
+        if (logs[i].length === 0) this.entries.delete(check.key);
+      }
+    }
+    return { allowed: deniedIndex === -1, retryAfterMs, deniedIndex, counts };
+  }
+
+  async incrementBelow(key: string, limit: number, ttlMs: number): Promise<CounterDecision> {
+    this.open();
+    checkLimit(limit);
+    const ttl = checkTtl(ttlMs);
+    const entry = this.live(key);
+    if (entry !== undefined && entry.type !== 'string') throw new Error(WRONGTYPE);
+    if (entry !== undefined && !/^-?\d+$/.test(entry.value)) throw new Error('ERR value is not an integer or out of range');
+    const value = entry === undefined ? 0 : Number(entry.value);
+    if (value >= limit) return { allowed: false, value };
+    // The expiry is set when the counter is created, never extended: a monthly window ends on time.
+    this.write(key, { type: 'string', value: String(value + 1), expiresAt: entry?.expiresAt ?? this.now() + ttl });
+    return { allowed: true, value: value + 1 };
+  }
+
+  async ping(_timeoutMs: number): Promise<void> {
+    this.open();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.sweeper);
+    this.entries.clear();
+  }
+
+  /** Drops every expired entry; runs on the timer, and before evicting live ones. */
+  sweep(): void {
+    const now = this.now();
+    this.lastSweepAt = now;
+    for (const [key, entry] of this.entries) {
+      if (expired(entry, now)) this.entries.delete(key);
+    }
+  }
+
+  private open(): void {
+    if (this.closed) throw new Error('cache store is closed');
+  }
+
+  private live(key: string): Entry | undefined {
+    const entry = this.entries.get(key);
+    if (entry !== undefined && expired(entry, this.now())) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return entry;
+  }
+
+  private write(key: string, entry: Entry): void {
+    // Re-inserting moves the key to the end of the Map's order, which is the eviction order.
+    this.entries.delete(key);
+    // A full store of live keys would otherwise pay a whole sweep on every write.
+    if (this.entries.size >= this.maxEntries && this.now() - this.lastSweepAt >= 1_000) this.sweep();
+    while (this.entries.size >= this.maxEntries) {
+      const oldest = this.entries.keys().next().value as string;
+      this.entries.delete(oldest);
+    }
+    this.entries.set(key, entry);
+  }
+}
+
+/** Like Redis, a key is still there at the very millisecond it expires, and gone after. */
+function expired(entry: Entry, now: number): boolean {
+  return now > entry.expiresAt;
+}

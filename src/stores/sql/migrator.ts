@@ -1,0 +1,107 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SqlStore } from './sql-store';
+
+/**
+ * A folder of forward-only migrations `NNNN_name.sql` and the table that records which ran. The
+ * table is one of a closed set of constants: it is an identifier spliced into the bookkeeping SQL
+ * below, never a value from outside.
+ */
+export interface MigrationSet {
+  dir: string;
+  table: 'schema_migrations' | 'vector_schema_migrations';
+}
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export interface AppliedMigration {
+  version: number;
+  name: string;
+}
+
+/** The analytics store's migrations. `nest build` copies `stores/**\/*.sql` next to the compiled file. */
+export const ANALYTICS_MIGRATIONS: MigrationSet = { dir: join(__dirname, 'migrations'), table: 'schema_migrations' };
+
+const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+
+/** The set's migrations in version order; refuses stray files and duplicate versions. */
+export function readMigrations(dir: string): Migration[] {
+  const migrations = readdirSync(dir)
+    .filter((f) => f.endsWith('.sql'))
+    .map((file) => {
+      const m = FILE_NAME.exec(file);
+      if (!m) throw new Error(`migration file ${join(dir, file)} is not named NNNN_name.sql`);
+      return { version: Number(m[1]), name: m[2], sql: readFileSync(join(dir, file), 'utf8') };
+    })
+    .sort((a, b) => a.version - b.version);
+  for (let i = 1; i < migrations.length; i++) {
+    if (migrations[i].version === migrations[i - 1].version) {
+      throw new Error(`two migrations in ${dir} share version ${migrations[i].version}`);
+    }
+  }
+  return migrations;
+}
+
+function bookkeeping(table: MigrationSet['table']) {
+  return {
+    create: `CREATE TABLE IF NOT EXISTS ${table} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    applied: `SELECT version FROM ${table} ORDER BY version`,
+    isApplied: `SELECT 1 FROM ${table} WHERE version = $1`,
+    record: `INSERT INTO ${table} (version, name) VALUES ($1, $2)`,
+  };
+}
+
+/*
+ * Replicas starting together must not apply a file twice. Every step takes a transaction-scoped
+ * advisory lock keyed by the bookkeeping table (so the analytics and vector sets never wait on each
+ * other) and re-checks under it; the lock is released by COMMIT/ROLLBACK, so a crashed replica
+ * leaves nothing held. PGlite is one connection, where the lock is trivially granted.
+ */
+const LOCK = 'SELECT pg_advisory_xact_lock(hashtext($1))';
+
+/**
+ * Applies the set's pending migrations in order, each in its own transaction together with its
+ * bookkeeping row, and returns those this call applied (empty when the schema was current).
+ */
+export async function runMigrations(store: SqlStore, set: MigrationSet): Promise<AppliedMigration[]> {
+  const sql = bookkeeping(set.table);
+  const migrations = readMigrations(set.dir);
+  const done = await store.transaction(async (tx) => {
+    await tx.query(LOCK, [set.table]);
+    await tx.query(sql.create, []);
+    const { rows } = await tx.query<{ version: number }>(sql.applied, []);
+    return new Set(rows.map((r) => Number(r.version)));
+  });
+  const applied: AppliedMigration[] = [];
+  for (const m of migrations) {
+    if (done.has(m.version)) continue;
+    const ran = await store.transaction(async (tx) => {
+      await tx.query(LOCK, [set.table]);
+      if ((await tx.query(sql.isApplied, [m.version])).rows.length > 0) return false;
+      try {
+        await tx.query(m.sql, []);
+      } catch (err) {
+        throw new MigrationError(m, err);
+      }
+      await tx.query(sql.record, [m.version, m.name]);
+      return true;
+    });
+    if (ran) applied.push({ version: m.version, name: m.name });
+  }
+  return applied;
+}
+
+/** A migration file failed; `cause` is the database error (its `code` tells e.g. a missing extension). */
+export class MigrationError extends Error {
+  constructor(
+    readonly migration: Migration,
+    override readonly cause: unknown,
+  ) {
+    super(`migration ${String(migration.version).padStart(4, '0')}_${migration.name} failed: ${cause instanceof Error ? cause.message : String(cause)}`);
+    this.name = 'MigrationError';
+  }
+}

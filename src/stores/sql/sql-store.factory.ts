@@ -1,0 +1,87 @@
+import { resolve } from 'node:path';
+import type { EnvConfig } from '../../config/env';
+import { ANALYTICS_MIGRATIONS, runMigrations, type AppliedMigration } from './migrator';
+import { PgSqlStore } from './pg-sql.store';
+import { PgliteSqlStore } from './pglite-sql.store';
+import type { SqlStore } from './sql-store';
+
+/** The analytics store cannot be had at start-up; the message is meant to be printed as one line. */
+export class StoreStartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StoreStartupError';
+  }
+}
+
+export interface CreateSqlStoreHooks {
+  /** Told which migrations this start applied (empty when the schema was current). */
+  onMigrated?(applied: AppliedMigration[]): void;
+}
+
+/*
+ * Migrations get their own short-lived connection without the runtime statement timeout: building an
+ * index on a large table may take minutes, while a request's query must fail within seconds.
+ */
+const MIGRATION_TIMEOUTS = { max: 1, statementTimeoutMs: 600_000, queryTimeoutMs: 601_000, idleInTransactionTimeoutMs: 600_000 };
+
+/**
+ * The analytics store of DESIGN §2, migrated: Postgres when DATABASE_URL is set, else PGlite under
+ * `<dataDir>/pglite`. Rejects with StoreStartupError when the database cannot be reached or a
+ * migration fails: without it the gateway cannot serve (readiness would be 503 anyway).
+ */
+export async function createSqlStore(env: EnvConfig, hooks: CreateSqlStoreHooks = {}): Promise<SqlStore> {
+  return env.databaseUrl ? createPg(env.databaseUrl, hooks) : createPglite(resolve(env.dataDir, 'pglite'), hooks);
+}
+
+async function createPg(url: string, hooks: CreateSqlStoreHooks): Promise<SqlStore> {
+  const where = `Postgres at ${describeUrl(url)} (DATABASE_URL)`;
+  const store = new PgSqlStore(url);
+  try {
+    await store.ping(5_000);
+  } catch (err) {
+    await store.close().catch(() => undefined);
+    throw new StoreStartupError(`analytics store: cannot reach ${where}: ${message(err)}`);
+  }
+  const migrator = new PgSqlStore(url, MIGRATION_TIMEOUTS);
+  try {
+    // Not `onMigrated?.(await run…)`: optional call skips evaluating its argument when the hook is absent.
+    const applied = await runMigrations(migrator, ANALYTICS_MIGRATIONS);
+    hooks.onMigrated?.(applied);
+  } catch (err) {
+    await store.close().catch(() => undefined);
+    throw new StoreStartupError(`analytics store: migrating ${where} failed: ${message(err)}`);
+  } finally {
+    await migrator.close().catch(() => undefined);
+  }
+  return store;
+}
+
+async function createPglite(dataDir: string, hooks: CreateSqlStoreHooks): Promise<SqlStore> {
+  let store: PgliteSqlStore;
+  try {
+    store = await PgliteSqlStore.create({ dataDir });
+  } catch (err) {
+    throw new StoreStartupError(`analytics store: cannot open the embedded database in ${dataDir}: ${message(err)}`);
+  }
+  try {
+    const applied = await runMigrations(store, ANALYTICS_MIGRATIONS);
+    hooks.onMigrated?.(applied);
+  } catch (err) {
+    await store.close().catch(() => undefined);
+    throw new StoreStartupError(`analytics store: migrating the embedded database in ${dataDir} failed: ${message(err)}`);
+  }
+  return store;
+}
+
+/** host:port/database, never the password the URL may carry. */
+export function describeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname || 'localhost'}:${u.port || '5432'}${u.pathname || ''}`;
+  } catch {
+    return 'the configured server';
+  }
+}
+
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+

@@ -1,0 +1,299 @@
+import { randomUUID } from 'node:crypto';
+import { CacheStore, WindowCheck, WindowDecision } from '../../src/stores/cache/cache-store';
+
+/** What one adapter provides to run the shared contract (STYLE "Data": one suite on both adapters). */
+export interface CacheStoreFixture {
+  store: CacheStore;
+  /** Another handle on the same data: a second connection (a replica) on Redis, the same store in memory. */
+  peer(): CacheStore;
+  /** Lets `ms` of store time pass: moves the injected clock on memory, sleeps on Redis. */
+  advance(ms: number): Promise<void>;
+  /** True when `advance` moves a fake clock, so durations can be asserted to the millisecond. */
+  exactTime: boolean;
+  /** Closes every store the fixture opened. */
+  dispose(): Promise<void>;
+}
+
+/** Short enough to wait out on a real server, long enough that scheduling noise stays inside the margins. */
+const W = 400;
+/** How far a real clock may drift from the ideal in one step (sleep overshoot, round trips, a busy CI). */
+const SLOP = 150;
+
+export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixture | Promise<CacheStoreFixture>): void {
+  describe(`CacheStore contract: ${name}`, () => {
+    let f: CacheStoreFixture;
+    let store: CacheStore;
+    /** Every test writes under its own prefix (and hash tag), so runs never see each other's keys. */
+    let tag: string;
+    const key = (suffix: string): string => `test:{${tag}}:${suffix}`;
+
+    beforeEach(async () => {
+      f = await makeStore();
+      store = f.store;
+      tag = `t:${randomUUID()}`;
+    });
+    afterEach(() => f.dispose());
+
+    /** On a fake clock a duration is exact; on a real one it may only have shrunk by the time it is read. */
+    const expectDuration = (actual: number, ideal: number): void => {
+      if (f.exactTime) expect(actual).toBe(ideal);
+      else {
+        expect(actual).toBeLessThanOrEqual(ideal);
+        expect(actual).toBeGreaterThanOrEqual(Math.max(1, ideal - SLOP));
+      }
+    };
+
+    describe('get / set / del', () => {
+      it('returns what set stored, null for a missing key, and del removes keys', async () => {
+        await store.set(key('a'), 'alpha', 10_000);
+        await store.set(key('b'), 'beta', 10_000);
+        await store.set(key('c'), 'gamma', 10_000);
+        expect(await store.get(key('a'))).toBe('alpha');
+        expect(await store.get(key('missing'))).toBeNull();
+
+        await store.set(key('a'), 'alpha-2', 10_000);
+        expect(await store.get(key('a'))).toBe('alpha-2');
+
+        await store.del(key('a'), key('b'), key('missing'));
+        await store.del();
+        expect(await store.get(key('a'))).toBeNull();
+        expect(await store.get(key('b'))).toBeNull();
+        expect(await store.get(key('c'))).toBe('gamma');
+      });
+
+      it('keeps a value until its ttl has passed, then forgets it', async () => {
+        await store.set(key('k'), 'v', 250);
+        await f.advance(100);
+        expect(await store.get(key('k'))).toBe('v');
+        await f.advance(250);
+        expect(await store.get(key('k'))).toBeNull();
+      });
+
+      it('set replaces the expiry along with the value', async () => {
+        await store.set(key('k'), 'short', 200);
+        await store.set(key('k'), 'long', 60_000);
+        await f.advance(300);
+        expect(await store.get(key('k'))).toBe('long');
+      });
+
+      it('stores any string unchanged', async () => {
+        const value = '{"a":"é ✓ \\n"}\n\u0000end';
+        await store.set(key('k'), value, 10_000);
+        expect(await store.get(key('k'))).toBe(value);
+      });
+    });
+
+    describe('hitWindows', () => {
+      /** The explain limits of DESIGN §5 in miniature: 30 per organisation AND 10 per key. */
+      const explain = (apiKey: string): WindowCheck[] => [
+        { key: key('explain:org'), limit: 30, windowMs: W },
+        { key: key(`explain:key:${apiKey}`), limit: 10, windowMs: W },
+      ];
+      const hits = async (checks: WindowCheck[], n: number): Promise<WindowDecision[]> => {
+        const out: WindowDecision[] = [];
+        for (let i = 0; i < n; i++) out.push(await store.hitWindows(checks));
+        return out;
+      };
+
+      it('allows exactly the limit of the tighter window, and a denied call spends neither window', async () => {
+        const a = await hits(explain('a'), 15);
+        expect(a.filter((d) => d.allowed)).toHaveLength(10);
+        a.slice(0, 10).forEach((d, i) => expect(d).toEqual({ allowed: true, retryAfterMs: 0, deniedIndex: -1, counts: [i + 1, i + 1] }));
+        for (const d of a.slice(10)) {
+          expect(d.allowed).toBe(false);
+          expect(d.deniedIndex).toBe(1);
+          expect(d.counts).toEqual([10, 10]);
+        }
+        expectDuration(a[10].retryAfterMs, W);
+
+        // Five denied calls for key a left the organisation's window at 10: key b's first hit is the 11th.
+        const b = await hits(explain('b'), 10);
+        expect(b.every((d) => d.allowed)).toBe(true);
+        expect(b[0].counts).toEqual([11, 1]);
+        expect(b[9].counts).toEqual([20, 10]);
+        const c = await hits(explain('c'), 10);
+        expect(c.every((d) => d.allowed)).toBe(true);
+        expect(c[9].counts).toEqual([30, 10]);
+
+        // The organisation is full: key d is refused by window 0 and its own window stays empty.
+        const d = await hits(explain('d'), 3);
+        for (const x of d) {
+          expect(x.allowed).toBe(false);
+          expect(x.deniedIndex).toBe(0);
+          expect(x.counts).toEqual([30, 0]);
+          expect(x.retryAfterMs).toBeGreaterThanOrEqual(1);
+          expect(x.retryAfterMs).toBeLessThanOrEqual(W);
+        }
+        // Both windows full: the first denying window is the one reported.
+        const both = await store.hitWindows(explain('a'));
+        expect(both).toMatchObject({ allowed: false, deniedIndex: 0, counts: [30, 10] });
+      });
+
+      it('reports retryAfterMs as the time until the oldest hit of the denying window leaves it', async () => {
+        const checks = [{ key: key('w'), limit: 2, windowMs: W }];
+        const started = Date.now();
+        expect((await store.hitWindows(checks)).allowed).toBe(true);
+        await f.advance(100);
+        expect((await store.hitWindows(checks)).allowed).toBe(true);
+        const denied = await store.hitWindows(checks);
+        expect(denied).toMatchObject({ allowed: false, deniedIndex: 0, counts: [2] });
+        if (f.exactTime) expect(denied.retryAfterMs).toBe(W - 100);
+        else {
+          // The oldest hit is at least 100 ms and at most (now - started) old; 2 ms for rounding.
+          expect(denied.retryAfterMs).toBeLessThanOrEqual(W - 100);
+          expect(denied.retryAfterMs).toBeGreaterThanOrEqual(W - (Date.now() - started) - 2);
+        }
+
+        // Once the oldest hit has left, exactly one slot is free; the next one frees when the second hit leaves.
+        await f.advance(denied.retryAfterMs + 20);
+        expect(await store.hitWindows(checks)).toMatchObject({ allowed: true, counts: [2] });
+        const again = await store.hitWindows(checks);
+        expect(again).toMatchObject({ allowed: false, deniedIndex: 0 });
+        if (f.exactTime) expect(again.retryAfterMs).toBe(80);
+        expect(again.retryAfterMs).toBeGreaterThanOrEqual(1);
+        expect(again.retryAfterMs).toBeLessThanOrEqual(100);
+      });
+
+      it('slides: hits leave one by one as they age out of the window', async () => {
+        const checks = [{ key: key('s'), limit: 10, windowMs: W }];
+        expect((await hits(checks, 5)).every((d) => d.allowed)).toBe(true);
+        await f.advance(W / 2);
+        expect((await hits(checks, 5)).every((d) => d.allowed)).toBe(true);
+        expect((await store.hitWindows(checks)).allowed).toBe(false);
+
+        // The first five have left, the last five are still inside: five slots, no more.
+        await f.advance(W / 2 + 50);
+        const later = await hits(checks, 7);
+        expect(later.map((d) => d.allowed)).toEqual([true, true, true, true, true, false, false]);
+        expect(later[4].counts).toEqual([10]);
+
+        await f.advance(W + 50);
+        expect(await store.hitWindows(checks)).toEqual({ allowed: true, retryAfterMs: 0, deniedIndex: -1, counts: [1] });
+      });
+
+      it('lets a window key expire once its last hit has left', async () => {
+        await store.hitWindows([{ key: key('e'), limit: 5, windowMs: W }]);
+        await expect(store.get(key('e'))).rejects.toThrow(/WRONGTYPE/);
+        await f.advance(W + 100);
+        expect(await store.get(key('e'))).toBeNull();
+      });
+
+      it('denies every call on a zero limit and spends nothing', async () => {
+        const d = await store.hitWindows([
+          { key: key('org'), limit: 5, windowMs: W },
+          { key: key('zero'), limit: 0, windowMs: W },
+        ]);
+        expect(d).toEqual({ allowed: false, retryAfterMs: W, deniedIndex: 1, counts: [0, 0] });
+        expect(await store.get(key('org'))).toBeNull();
+      });
+
+      it('gives exactly 10 of 100 concurrent calls on one key with limit 10, across replicas', async () => {
+        const handles = [store, f.peer(), f.peer(), f.peer()];
+        const checks = [{ key: key('burst'), limit: 10, windowMs: 60_000 }];
+        const results = await Promise.all(Array.from({ length: 100 }, (_, i) => handles[i % handles.length].hitWindows(checks)));
+        expect(results.filter((d) => d.allowed)).toHaveLength(10);
+        expect(results.filter((d) => d.allowed).map((d) => d.counts[0]).sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        expect((await store.hitWindows(checks)).counts).toEqual([10]);
+      });
+
+      it('keeps both windows exact under concurrency: 25 per org over three keys of 10', async () => {
+        const handles = [store, f.peer(), f.peer()];
+        const calls = ['a', 'b', 'c'].flatMap((k) =>
+          Array.from({ length: 40 }, (_, i) =>
+            handles[i % handles.length].hitWindows([
+              { key: key('org'), limit: 25, windowMs: 60_000 },
+              { key: key(`key:${k}`), limit: 10, windowMs: 60_000 },
+            ]),
+          ),
+        );
+        const results = await Promise.all(calls);
+        expect(results.filter((d) => d.allowed)).toHaveLength(25);
+        for (let k = 0; k < 3; k++) {
+          expect(results.slice(k * 40, k * 40 + 40).filter((d) => d.allowed).length).toBeLessThanOrEqual(10);
+        }
+        const after = await store.hitWindows([
+          { key: key('org'), limit: 25, windowMs: 60_000 },
+          { key: key('key:z'), limit: 10, windowMs: 60_000 },
+        ]);
+        expect(after).toMatchObject({ allowed: false, deniedIndex: 0, counts: [25, 0] });
+      });
+
+      it('refuses malformed checks before touching anything', async () => {
+        const ok = { key: key('x'), limit: 1, windowMs: W };
+        await expect(store.hitWindows([])).rejects.toThrow(RangeError);
+        await expect(store.hitWindows([ok, { ...ok }])).rejects.toThrow(/distinct/);
+        await expect(store.hitWindows([{ ...ok, limit: -1 }])).rejects.toThrow(RangeError);
+        await expect(store.hitWindows([{ ...ok, limit: 1.5 }])).rejects.toThrow(RangeError);
+        await expect(store.hitWindows([{ ...ok, windowMs: 0 }])).rejects.toThrow(RangeError);
+        // Redis Cluster runs a script on one slot: keys of one call must share a hash tag.
+        await expect(store.hitWindows([ok, { key: 'test:{elsewhere}:y', limit: 1, windowMs: W }])).rejects.toThrow(/hash tag/);
+        await expect(store.hitWindows([{ key: 'untagged:a', limit: 1, windowMs: W }, { key: 'untagged:b', limit: 1, windowMs: W }])).rejects.toThrow(/hash tag/);
+        expect(await store.get(key('x'))).toBeNull();
+      });
+    });
+
+    describe('incrementBelow', () => {
+      it('counts up to the limit, then refuses without changing the value', async () => {
+        const k = key('month');
+        const seen = [];
+        for (let i = 0; i < 5; i++) seen.push(await store.incrementBelow(k, 3, 60_000));
+        expect(seen).toEqual([
+          { allowed: true, value: 1 },
+          { allowed: true, value: 2 },
+          { allowed: true, value: 3 },
+          { allowed: false, value: 3 },
+          { allowed: false, value: 3 },
+        ]);
+        expect(await store.get(k)).toBe('3');
+        // A higher limit (a plan upgrade) continues from the stored value.
+        expect(await store.incrementBelow(k, 4, 60_000)).toEqual({ allowed: true, value: 4 });
+      });
+
+      it('refuses at a zero limit without creating the counter', async () => {
+        expect(await store.incrementBelow(key('zero'), 0, 60_000)).toEqual({ allowed: false, value: 0 });
+        expect(await store.get(key('zero'))).toBeNull();
+      });
+
+      it('sets the expiry when the counter is created and never extends it', async () => {
+        const k = key('ttl');
+        expect(await store.incrementBelow(k, 10, 300)).toEqual({ allowed: true, value: 1 });
+        await f.advance(200);
+        expect(await store.incrementBelow(k, 10, 300)).toEqual({ allowed: true, value: 2 });
+        await f.advance(200);
+        expect(await store.get(k)).toBeNull();
+        expect(await store.incrementBelow(k, 10, 300)).toEqual({ allowed: true, value: 1 });
+      });
+
+      it('gives exactly 37 of 100 concurrent increments with limit 37, across replicas', async () => {
+        const k = key('burst');
+        const handles = [store, f.peer(), f.peer(), f.peer()];
+        const results = await Promise.all(Array.from({ length: 100 }, (_, i) => handles[i % handles.length].incrementBelow(k, 37, 60_000)));
+        const allowed = results.filter((r) => r.allowed);
+        expect(allowed).toHaveLength(37);
+        expect(allowed.map((r) => r.value).sort((x, y) => x - y)).toEqual(Array.from({ length: 37 }, (_, i) => i + 1));
+        expect(results.filter((r) => !r.allowed).every((r) => r.value === 37)).toBe(true);
+        expect(await store.get(k)).toBe('37');
+      });
+
+      it('rejects a key that does not hold an integer, and bad arguments', async () => {
+        await store.set(key('text'), 'abc', 60_000);
+        await expect(store.incrementBelow(key('text'), 10, 60_000)).rejects.toThrow(/not an integer/);
+        expect(await store.get(key('text'))).toBe('abc');
+        await expect(store.incrementBelow(key('n'), -1, 60_000)).rejects.toThrow(RangeError);
+        await expect(store.incrementBelow(key('n'), 10, 0)).rejects.toThrow(RangeError);
+        await expect(store.set(key('n'), 'v', 0)).rejects.toThrow(RangeError);
+        await expect(store.set(key('n'), 'v', Number.NaN)).rejects.toThrow(RangeError);
+      });
+    });
+
+    describe('ping and close', () => {
+      it('answers ping while open and rejects calls once closed', async () => {
+        await expect(store.ping(1_000)).resolves.toBeUndefined();
+        await store.close();
+        await expect(store.get(key('k'))).rejects.toThrow();
+        await expect(store.ping(1_000)).rejects.toThrow();
+        await expect(store.close()).resolves.toBeUndefined();
+      });
+    });
+  });
+}
