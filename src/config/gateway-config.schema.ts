@@ -42,6 +42,22 @@ const provider = obj({
 const cost = obj({ input_per_mtok: num({ min: 0 }), output_per_mtok: num({ min: 0 }) });
 const modelTarget = obj({ upstream: optional(str({ min: 1 })), timeouts: optional(timeouts) });
 
+export const REASONING_MODES = ['none', 'effort', 'budget', 'level', 'adaptive'] as const;
+export type ReasoningMode = (typeof REASONING_MODES)[number];
+
+/**
+ * How a model takes `reasoning_effort` (README "reasoning_effort mapping"): `none` = the field is
+ * dropped; `effort` = passed through (OpenAI-compatible); `budget` = a thinking-token budget
+ * (Anthropic extended thinking, Gemini 2.5); `level` = Gemini 3 thinkingLevel; `adaptive` =
+ * Anthropic adaptive thinking with output_config.effort. `can_disable` says whether `none` may
+ * turn reasoning off; `budgets` overrides the budget per effort.
+ */
+const reasoning = obj({
+  mode: oneOf(REASONING_MODES),
+  can_disable: withDefault(bool(), true),
+  budgets: optional(obj({ low: optional(int({ min: 0 })), medium: optional(int({ min: 0 })), high: optional(int({ min: 0 })) })),
+});
+
 const model = obj({
   type: withDefault(oneOf(['chat', 'embedding'] as const), 'chat'),
   provider: optional(id()),
@@ -52,7 +68,7 @@ const model = obj({
   manual_score: optional(num({ min: 0, max: 1 })),
   max_output_tokens: optional(int({ min: 1 })),
   dimensions: optional(int({ min: 1 })),
-  reasoning: optional(str({ min: 1 })),
+  reasoning: optional(reasoning),
   timeouts: optional(timeouts),
 });
 

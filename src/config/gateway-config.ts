@@ -2,7 +2,7 @@ import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { Secret } from './secret';
 import { ConfigError } from './schema';
 import {
-  Feature, gatewayConfigSchema, KillSwitch, Permission, Plan, ProviderFamily, RawGatewayConfig, StrategyId,
+  Feature, gatewayConfigSchema, KillSwitch, Permission, Plan, ProviderFamily, RawGatewayConfig, ReasoningMode, StrategyId,
 } from './gateway-config.schema';
 
 export interface Timeouts {
@@ -39,7 +39,13 @@ export interface ModelSpec {
   manualScore?: number;
   maxOutputTokens?: number;
   dimensions?: number;
-  reasoning?: string;
+  reasoning: ReasoningSpec;
+}
+
+export interface ReasoningSpec {
+  mode: ReasoningMode;
+  canDisable: boolean;
+  budgets: { low?: number; medium?: number; high?: number };
 }
 
 export interface ApiKeySpec {
@@ -169,7 +175,9 @@ function resolveModels(raw: RawGatewayConfig, providers: Record<string, Provider
       manualScore: m.manual_score,
       maxOutputTokens: m.max_output_tokens,
       dimensions: m.dimensions,
-      reasoning: m.reasoning,
+      reasoning: m.reasoning
+        ? { mode: m.reasoning.mode, canDisable: m.reasoning.can_disable, budgets: m.reasoning.budgets ?? {} }
+        : { mode: 'none', canDisable: true, budgets: {} },
     };
   }
   return models;

@@ -1,0 +1,40 @@
+import { createParser, EventSourceMessage } from 'eventsource-parser';
+import { UpstreamError } from '../upstream-error';
+
+export interface SseEvent {
+  event?: string;
+  data: string;
+}
+
+/** Largest amount of data that may build up without completing an event (providers reference §7.2). */
+export const MAX_PENDING_EVENT_BYTES = 1024 * 1024;
+
+/**
+ * Parses an upstream SSE byte stream per the WHATWG rules (providers reference §7.1) with a real
+ * parser: events split across reads (also inside a UTF-8 character), CRLF/CR/LF line ends, `data:`
+ * with or without the space, comments and heartbeats, multi-line data. Yields each event as soon as
+ * its blank line arrives.
+ */
+export async function* readSse(body: AsyncIterable<Buffer>, maxPending = MAX_PENDING_EVENT_BYTES): AsyncGenerator<SseEvent> {
+  const ready: SseEvent[] = [];
+  const parser = createParser({
+    onEvent: (e: EventSourceMessage) => {
+      ready.push({ event: e.event, data: e.data });
+    },
+  });
+  const decoder = new TextDecoder('utf-8');
+  let pending = 0;
+  for await (const chunk of body) {
+    parser.feed(decoder.decode(chunk, { stream: true }));
+    if (ready.length === 0) {
+      pending += chunk.length;
+      if (pending > maxPending) throw new UpstreamError('protocol', `an SSE event exceeded ${maxPending} bytes`);
+      continue;
+    }
+    pending = 0;
+    while (ready.length > 0) yield ready.shift()!;
+  }
+  parser.feed(decoder.decode());
+  // A final event without its blank line is incomplete and dropped (§7.1 rule 8): the parser holds it.
+  while (ready.length > 0) yield ready.shift()!;
+}

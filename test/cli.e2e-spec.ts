@@ -1,0 +1,310 @@
+/**
+ * The `gateway` CLI (issue 3 "Tenancy and auth", DESIGN §3), run in-process through runCli(argv):
+ * exit codes 0/1/2, one-line errors on stderr, keys printed once and stored only as hashes, and
+ * keys made by the CLI accepted (then refused once revoked) by the real app on the same database.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { runCli } from '../src/cli/main';
+import { startTestApp, TestApp } from './support/app';
+import { createTestDatabase, TestDatabase } from './support/postgres';
+import { ProbeController } from './support/probe.controller';
+import { describeWithPostgres } from './support/real-servers';
+
+const SHIPPED_CONFIG = join(__dirname, '..', 'config', 'gateway.yaml');
+/** Every variable the CLI reads (DESIGN §4); each test sets its own and gets the rest unset. */
+const CLI_ENV = [
+  'GATEWAY_CONFIG', 'GATEWAY_DATA_DIR', 'DATABASE_URL', 'REDIS_URL', 'VECTOR_DATABASE_URL', 'GATEWAY_KEY_PEPPER', 'LOG_LEVEL', 'PORT', 'HOST',
+];
+
+interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** runCli with stdout/stderr captured and `env` as the only CLI variables set; everything restored after. */
+async function cli(argv: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  const savedEnv = Object.fromEntries(CLI_ENV.map((k) => [k, process.env[k]]));
+  for (const k of CLI_ENV) delete process.env[k];
+  Object.assign(process.env, env);
+  const out: string[] = [];
+  const err: string[] = [];
+  const stdoutWrite = process.stdout.write;
+  const stderrWrite = process.stderr.write;
+  const capture = (sink: string[]) =>
+    ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+      sink.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
+      const cb = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
+      cb?.();
+      return true;
+    }) as typeof process.stdout.write;
+  process.stdout.write = capture(out);
+  process.stderr.write = capture(err);
+  const started = Date.now();
+  try {
+    const code = await runCli(argv);
+    return { code, stdout: out.join(''), stderr: err.join(''), ms: Date.now() - started };
+  } finally {
+    process.stdout.write = stdoutWrite;
+    process.stderr.write = stderrWrite;
+    for (const [k, v] of Object.entries(savedEnv)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'gw-cli-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function file(name: string, text: string): string {
+  const path = join(tmp, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+const VALID = `
+providers:
+  mock: { family: mock }
+  openai: { family: openai, base_url: "https://api.openai.com/v1", api_key: "\${GW_CLI_TEST_OPENAI_KEY}" }
+models:
+  mock-fast: { provider: mock, type: chat }
+routes:
+  - { name: default, models: [auto], targets: [mock/mock-fast] }
+`;
+
+describe('gateway config check', () => {
+  it('accepts the shipped config/gateway.yaml', async () => {
+    const r = await cli(['config', 'check', SHIPPED_CONFIG]);
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(r.stdout).toBe(`${SHIPPED_CONFIG}: OK (1 providers, 3 models, 1 routes, 0 organizations)\n`);
+  });
+
+  it('expands ${VAR} from the environment', async () => {
+    const path = file('valid.yaml', VALID);
+    const r = await cli(['config', 'check', path], { GW_CLI_TEST_OPENAI_KEY: 'sk-cli-test' });
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(r.stdout).toContain(`${path}: OK (2 providers`);
+    expect(r.stdout).not.toContain('sk-cli-test');
+  });
+
+  it.each([
+    [
+      'an unknown key',
+      'unknown-key.yaml',
+      VALID.replace('mock: { family: mock }', 'mock: { family: mock, colour: red }'),
+      'providers.mock.colour: unknown key (allowed: family, base_url, api_key, api_version, headers, timeouts, max_response_bytes)',
+    ],
+    ['bad YAML', 'bad.yaml', 'providers:\n  mock: [1, 2\n', 'invalid YAML at line 3, column 1: Missing , or : between flow sequence items'],
+    [
+      'a missing ${VAR}',
+      'missing-var.yaml',
+      VALID,
+      'providers.openai.api_key: environment variable GW_CLI_TEST_OPENAI_KEY is not set',
+    ],
+    [
+      'an unknown provider in a model',
+      'unknown-provider.yaml',
+      VALID.replace('mock-fast: { provider: mock', 'mock-fast: { provider: mokc'),
+      'models.mock-fast.provider: unknown provider "mokc"',
+    ],
+  ])('refuses %s: exit 1 and one line naming the field and the file', async (_what, name, text, detail) => {
+    const path = file(name, text);
+    const r = await cli(['config', 'check', path]);
+    expect(r).toEqual({ code: 1, stdout: '', stderr: `gateway: config error: ${detail} (in ${path})\n`, ms: expect.any(Number) });
+  });
+
+  it('refuses a missing file: exit 1, one line', async () => {
+    const path = join(tmp, 'nowhere.yaml');
+    const r = await cli(['config', 'check', path]);
+    expect(r).toEqual({ code: 1, stdout: '', stderr: `gateway: config error: cannot read config file ${path}: ENOENT\n`, ms: expect.any(Number) });
+  });
+
+  it('usage errors exit 2', async () => {
+    expect((await cli(['config', 'check'])).code).toBe(2);
+    expect((await cli(['frobnicate'])).code).toBe(2);
+  });
+});
+
+describe('gateway orgs list (embedded)', () => {
+  it('works on a fresh data dir with the shipped config', async () => {
+    const dataDir = mkdtempSync(join(tmp, 'data-'));
+    const r = await cli(['orgs', 'list'], { GATEWAY_DATA_DIR: dataDir, GATEWAY_CONFIG: SHIPPED_CONFIG });
+    console.info(`gateway orgs list, embedded, fresh data dir: ${r.ms} ms`);
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(r.stdout.split('\n')[0]).toBe('id\tplan\tfeatures\tmonthly_limit\tkill_switches\tactive_keys\tsource');
+    // Opening PGlite and migrating takes seconds; an order of magnitude more means something is wrong.
+    expect(r.ms).toBeLessThan(20_000);
+  });
+});
+
+describeWithPostgres('gateway migrate / orgs / keys against real Postgres', () => {
+  const PEPPER = 'cli-test-pepper-0123456789';
+  const ORG_YAML = `
+providers:
+  mock: { family: mock }
+models:
+  mock-fast: { provider: mock, type: chat }
+routes:
+  - { name: default, models: [auto], targets: [mock/mock-fast] }
+organizations:
+  acme:
+    plan: pro
+    features: [has_test_ab, feedback_routing, explain]
+`;
+  let db: TestDatabase;
+  let env: Record<string, string>;
+  const apps: TestApp[] = [];
+
+  beforeAll(async () => {
+    // Empty, so `migrate` has work to do.
+    db = await createTestDatabase({ migrated: false });
+    env = {
+      DATABASE_URL: db.url,
+      GATEWAY_KEY_PEPPER: PEPPER,
+      GATEWAY_CONFIG: file('acme.yaml', ORG_YAML),
+      GATEWAY_DATA_DIR: mkdtempSync(join(tmp, 'pgdata-')),
+    };
+  });
+  afterAll(async () => {
+    await Promise.all(apps.splice(0).map((a) => a.close()));
+    await db?.drop();
+  });
+
+  async function query<R>(sql: string): Promise<R[]> {
+    const c = new Client({ connectionString: db.url });
+    await c.connect();
+    try {
+      return (await c.query(sql)).rows as R[];
+    } finally {
+      await c.end();
+    }
+  }
+
+  async function app(): Promise<TestApp> {
+    const t = await startTestApp({ yaml: ORG_YAML, env: { DATABASE_URL: db.url, GATEWAY_KEY_PEPPER: PEPPER }, controllers: [ProbeController] });
+    apps.push(t);
+    return t;
+  }
+
+  const probe = (t: TestApp, key: string) => fetch(`${t.url}/v1/probe/experiments`, { headers: { authorization: `Bearer ${key}` } });
+
+  it('requires GATEWAY_KEY_PEPPER with DATABASE_URL', async () => {
+    const r = await cli(['orgs', 'list'], { ...env, GATEWAY_KEY_PEPPER: '' });
+    expect(r).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: 'gateway: config error: GATEWAY_KEY_PEPPER: is required when DATABASE_URL is set (replicas must hash API keys alike)\n',
+    });
+  });
+
+  it('migrate applies the schema and exits 0; a second run is a no-op', async () => {
+    const r = await cli(['migrate'], env);
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(r.stdout).toContain('postgres');
+    const tables = await query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`);
+    expect(tables.map((t) => t.table_name)).toEqual(expect.arrayContaining(['organizations', 'api_keys', 'experiments', 'decision_traces']));
+    expect((await cli(['migrate'], env)).code).toBe(0);
+  });
+
+  it('orgs list shows the configured organisation', async () => {
+    const r = await cli(['orgs', 'list'], env);
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    const rows = r.stdout.trim().split('\n').slice(1).map((l) => l.split('\t'));
+    expect(rows).toEqual([['acme', 'pro', 'has_test_ab,feedback_routing,explain', 'unlimited', '-', '0', 'config']]);
+  });
+
+  it('keys create → the key authenticates on the app; revoke → a fresh app refuses it; stored only hashed', async () => {
+    const created = await cli(['keys', 'create', '--org', 'acme', '--permissions', 'read', '--id', 'cli-read'], env);
+    expect(created).toMatchObject({ code: 0, stderr: '' });
+    const match = /^key id: cli-read\napi key \(shown once\): (gw-[A-Za-z0-9_-]{43})\n$/.exec(created.stdout);
+    expect(match).not.toBeNull();
+    const key = match![1];
+    // Printed once: the key occurs a single time in the output.
+    expect(created.stdout.split(key)).toHaveLength(2);
+
+    // Never stored in plain: not in any column of any api_keys row.
+    const rows = await query<{ id: string; row: string; key_hash: string; permissions: string[] }>(
+      'SELECT id, key_hash, permissions, row_to_json(k)::text AS row FROM api_keys k',
+    );
+    expect(rows.map((r) => r.id)).toContain('cli-read');
+    for (const r of rows) expect(r.row).not.toContain(key.slice(3));
+    const stored = rows.find((r) => r.id === 'cli-read')!;
+    expect(stored.key_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(stored.permissions).toEqual(['read']);
+
+    const listed = await cli(['orgs', 'list'], env);
+    expect(listed.stdout).toMatch(/^acme\t.*\t1\tconfig$/m);
+
+    // A read key on a read route of the real app on the same database.
+    const first = await app();
+    const ok = await probe(first, key);
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ org: 'acme' });
+    // Read only: the same route family refuses writes.
+    const write = await fetch(`${first.url}/v1/probe/experiments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-gateway-confirm': 'experiments' },
+      body: '{}',
+    });
+    expect([write.status, ((await write.json()) as any).error.code]).toEqual([403, 'write_permission']);
+
+    const revoked = await cli(['keys', 'revoke', 'cli-read'], env);
+    expect(revoked).toEqual({ code: 0, stdout: 'revoked cli-read\n', stderr: '', ms: expect.any(Number) });
+    const [row] = await query<{ revoked_at: Date | null }>(`SELECT revoked_at FROM api_keys WHERE id = 'cli-read'`);
+    expect(row.revoked_at).not.toBeNull();
+
+    // A new process-local key cache: the revocation is seen at once.
+    const fresh = await app();
+    const refused = await probe(fresh, key);
+    expect(refused.status).toBe(401);
+    expect(((await refused.json()) as any).error.code).toBe('invalid_api_key');
+
+    const again = await cli(['keys', 'revoke', 'cli-read'], env);
+    expect(again).toEqual({ code: 1, stdout: '', stderr: 'gateway: no active key with id "cli-read"\n', ms: expect.any(Number) });
+  });
+
+  it('keys create with a generated id and the default permissions', async () => {
+    const r = await cli(['keys', 'create', '--org', 'acme'], env);
+    expect(r.code).toBe(0);
+    const id = /^key id: (\S+)$/m.exec(r.stdout)![1];
+    const [row] = await query<{ permissions: string[]; source: string }>(`SELECT permissions, source FROM api_keys WHERE id = '${id.replace(/'/g, "''")}'`);
+    expect(row).toEqual({ permissions: ['read', 'write'], source: 'cli' });
+  });
+
+  it('keys create for an unknown organisation: exit 1, one line', async () => {
+    const r = await cli(['keys', 'create', '--org', 'nope'], env);
+    expect(r).toEqual({ code: 1, stdout: '', stderr: 'gateway: No organisation "nope".\n', ms: expect.any(Number) });
+  });
+
+  it('keys create with a duplicate id: exit 1, one line, no key printed', async () => {
+    const r = await cli(['keys', 'create', '--org', 'acme', '--id', 'dup-id'], env);
+    expect(r.code).toBe(0);
+    const dup = await cli(['keys', 'create', '--org', 'acme', '--id', 'dup-id'], env);
+    expect(dup.code).toBe(1);
+    expect(dup.stdout).toBe('');
+    expect(dup.stderr).toMatch(/^gateway: [^\n]+\n$/);
+  });
+
+  it('bad --permissions or a missing --org is a usage error: exit 2, nothing created', async () => {
+    const before = await query<{ n: string }>('SELECT count(*)::text AS n FROM api_keys');
+    const bad = await cli(['keys', 'create', '--org', 'acme', '--permissions', 'admin'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stdout).toBe('');
+    expect(bad.stderr).toContain('permissions are a comma list of read, write');
+    expect((await cli(['keys', 'create'], env)).code).toBe(2);
+    expect((await cli(['keys', 'create', '--org', 'acme', '--permissions', ''], env)).code).toBe(2);
+    expect(await query<{ n: string }>('SELECT count(*)::text AS n FROM api_keys')).toEqual(before);
+  });
+
+  it('an unreachable DATABASE_URL fails with one line, exit 1', async () => {
+    const r = await cli(['orgs', 'list'], { ...env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^gateway: [^\n]*cannot reach Postgres at 127\.0\.0\.1:1\/none[^\n]*\n$/);
+  });
+});

@@ -1,0 +1,214 @@
+import type { ModelSpec, ProviderSpec } from '../../src/config/gateway-config';
+import type { ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '../../src/providers/provider-adapter';
+import { UpstreamError } from '../../src/providers/upstream-error';
+import { DEFAULT_TEXT, FakeUpstream } from '../fakes/fake-upstream';
+
+export interface ContractSetup {
+  adapter: ProviderAdapter;
+  fake: FakeUpstream;
+  /** A target pointing at the fake (provider with base_url = fake.url). */
+  target: (overrides?: Partial<UpstreamTarget>) => UpstreamTarget;
+  /** Whether the family reports reasoning tokens (declared, never silently skipped). */
+  reportsReasoningTokens: boolean;
+}
+
+export const TIMEOUTS = { connectMs: 1_000, firstTokenMs: 2_000, idleMs: 300, totalMs: 10_000 };
+
+export function makeTarget(provider: Partial<ProviderSpec> & Pick<ProviderSpec, 'family'>, upstream = 'fake-model', model: Partial<ModelSpec> = {}): UpstreamTarget {
+  const p: ProviderSpec = { id: provider.family, headers: {}, timeouts: {}, ...provider };
+  return {
+    provider: p,
+    model: { id: 'catalogue-model', type: 'chat', targets: [{ provider: p.id, upstream, timeouts: {} }], reasoning: { mode: 'none', canDisable: true, budgets: {} }, ...model },
+    upstream,
+    timeouts: TIMEOUTS,
+    maxResponseBytes: 4 * 1024 * 1024,
+  };
+}
+
+const REQ: ChatRequest = { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hello.' }], max_completion_tokens: 64 };
+
+async function collect(events: AsyncIterable<StreamEvent>) {
+  let text = '';
+  let reasoning = '';
+  const finishes: string[] = [];
+  const usages: StreamEvent[] = [];
+  for await (const e of events) {
+    if (e.type === 'delta') {
+      text += e.content ?? '';
+      reasoning += e.reasoning ?? '';
+    } else if (e.type === 'finish') finishes.push(e.finish_reason);
+    else usages.push(e);
+  }
+  return { text, reasoning, finishes, usages };
+}
+
+async function upstreamError(p: Promise<unknown>): Promise<UpstreamError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(UpstreamError);
+    return err as UpstreamError;
+  }
+  throw new Error('expected an UpstreamError');
+}
+
+const ctx = (target: UpstreamTarget, signal = new AbortController().signal) => ({ target, signal, requestId: 'req-contract' });
+
+/**
+ * The provider contract (STYLE "Tests"): every family passes the same behaviours against its fake
+ * speaking the real wire format. Family-specific request mapping lives in each family's own spec.
+ */
+export function providerContract(name: string, setup: () => Promise<ContractSetup>): void {
+  describe(`provider contract: ${name}`, () => {
+    let s: ContractSetup;
+    beforeAll(async () => {
+      s = await setup();
+    });
+    afterEach(() => s.fake.reset());
+    afterAll(() => s.fake.stop());
+
+    it('non-streaming: content, finish reason and usage', async () => {
+      s.fake.next({ text: 'Hi there, wörld ✓', usage: { prompt: 11, completion: 7 } });
+      const r = await s.adapter.chat(REQ, ctx(s.target()));
+      expect(r.choices[0]).toMatchObject({ index: 0, message: { role: 'assistant', content: 'Hi there, wörld ✓' }, finish_reason: 'stop' });
+      expect(r.usage).toMatchObject({ prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 });
+      expect(s.fake.requests).toHaveLength(1);
+    });
+
+    it('non-streaming: length finish and a tool call', async () => {
+      s.fake.next({ text: 'cut', finish: 'length' });
+      expect((await s.adapter.chat(REQ, ctx(s.target()))).choices[0].finish_reason).toBe('length');
+      s.fake.next({ toolCall: { id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' }, finish: 'tool_calls' });
+      const r = await s.adapter.chat(REQ, ctx(s.target()));
+      expect(r.choices[0].finish_reason).toBe('tool_calls');
+      expect(r.choices[0].message.tool_calls?.[0]).toMatchObject({ type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } });
+    });
+
+    it.each([
+      ['one event per write', {}],
+      ['several events per write', { delivery: 'all-at-once' as const }],
+      ['split at every 3 bytes (inside UTF-8 characters)', { delivery: 'byte-split' as const, splitEvery: 3 }],
+      ['split at every byte', { delivery: 'byte-split' as const, splitEvery: 1 }],
+      ['CRLF line ends', { lineEnding: 'crlf' as const }],
+      ['CR line ends', { lineEnding: 'cr' as const }],
+      ['data: without the space', { noSpaceAfterData: true }],
+      ['heartbeat comments', { heartbeats: true }],
+    ])('streaming: %s', async (_label, framing) => {
+      const text = 'Grüße — 你好, wörld! ✓ done';
+      s.fake.next({ text, usage: { prompt: 5, completion: 9 }, ...framing });
+      const r = await collect(await s.adapter.chatStream(REQ, ctx(s.target())));
+      expect(r.text).toBe(text);
+      expect(r.finishes).toEqual(['stop']);
+      expect(r.usages).toEqual([expect.objectContaining({ type: 'usage', usage: expect.objectContaining({ prompt_tokens: 5, completion_tokens: 9, total_tokens: 14 }) })]);
+    });
+
+    it('streaming: yields the first event before the upstream has finished (no buffering)', async () => {
+      s.fake.next({ text: 'one two three four', chunkDelayMs: 150 });
+      const started = Date.now();
+      const it = (await s.adapter.chatStream(REQ, ctx(s.target())))[Symbol.asyncIterator]();
+      let first = await it.next();
+      while (!first.done && !(first.value.type === 'delta' && first.value.content)) first = await it.next();
+      expect(Date.now() - started).toBeLessThan(450);
+      while (!(await it.next()).done);
+    });
+
+    it('streaming: a tool call arrives as tool-call deltas', async () => {
+      s.fake.next({ toolCall: { id: 'call_9', name: 'lookup', arguments: '{"q":"x"}' }, finish: 'tool_calls' });
+      let args = '';
+      let name = '';
+      const finishes: string[] = [];
+      for await (const e of await s.adapter.chatStream(REQ, ctx(s.target()))) {
+        if (e.type === 'delta') for (const t of e.tool_calls ?? []) (name += t.function?.name ?? '', (args += t.function?.arguments ?? ''));
+        if (e.type === 'finish') finishes.push(e.finish_reason);
+      }
+      expect([name, args, finishes]).toEqual(['lookup', '{"q":"x"}', ['tool_calls']]);
+    });
+
+    it('reasoning tokens are reported where the family reports them', async () => {
+      s.fake.next({ text: 'ok', reasoning: 'thinking about it', usage: { prompt: 3, completion: 20, reasoning: 12 } });
+      const r = await s.adapter.chat({ ...REQ, reasoning_effort: 'low' }, ctx(s.target()));
+      if (s.reportsReasoningTokens) {
+        expect(r.usage?.reasoning_tokens).toBe(12);
+        expect(r.usage?.completion_tokens).toBeGreaterThanOrEqual(12);
+      } else expect(r.usage?.reasoning_tokens).toBeUndefined();
+    });
+
+    it.each([429, 500, 503, 400, 401])('an error status %i before the stream is an UpstreamError with the status', async (status) => {
+      s.fake.next({ errorStatus: status, retryAfter: status === 429 ? 2 : undefined });
+      const err = await upstreamError(s.adapter.chatStream(REQ, ctx(s.target())));
+      expect([err.kind, err.status]).toEqual(['status', status]);
+      if (status === 429) expect(err.retryAfterMs).toBe(2000);
+      s.fake.next({ errorStatus: status });
+      expect((await upstreamError(s.adapter.chat(REQ, ctx(s.target())))).status).toBe(status);
+    });
+
+    it('an in-band error after the first content is thrown mid-stream', async () => {
+      s.fake.next({ text: 'partial answer here', midStreamError: true });
+      const it = (await s.adapter.chatStream(REQ, ctx(s.target())))[Symbol.asyncIterator]();
+      let sawContent = false;
+      const err = await upstreamError(
+        (async () => {
+          for (;;) {
+            const r = await it.next();
+            if (r.done) return;
+            if (r.value.type === 'delta' && r.value.content) sawContent = true;
+          }
+        })(),
+      );
+      expect(sawContent).toBe(true);
+      expect(['status', 'protocol']).toContain(err.kind);
+    });
+
+    it('a stream cut before its end marker is a protocol error, not a clean end', async () => {
+      s.fake.next({ text: 'partial answer here', truncate: true });
+      const err = await upstreamError(collect(await s.adapter.chatStream(REQ, ctx(s.target()))));
+      expect(['protocol', 'network']).toContain(err.kind);
+    });
+
+    it('a stalled stream hits the idle timeout', async () => {
+      s.fake.next({ text: 'partial answer here', stallMs: 1_500 });
+      const err = await upstreamError(collect(await s.adapter.chatStream(REQ, ctx(s.target()))));
+      expect([err.kind, err.opts.phase]).toEqual(['timeout', 'idle']);
+    });
+
+    it('a slow first byte hits the first-token timeout; a dead port is a network error', async () => {
+      s.fake.next({ stallBeforeHeadersMs: 3_000 });
+      const err = await upstreamError(s.adapter.chatStream(REQ, ctx(s.target())));
+      expect([err.kind, err.opts.phase]).toEqual(['timeout', 'first_token']);
+      const dead = s.target({ provider: { ...s.target().provider, baseUrl: 'http://127.0.0.1:9' } });
+      expect((await upstreamError(s.adapter.chat(REQ, ctx(dead)))).kind).toBe('network');
+    });
+
+    it('aborting the signal aborts the upstream request at once', async () => {
+      s.fake.next({ text: 'a b c d e f g h i j k l', chunkDelayMs: 200 });
+      const ac = new AbortController();
+      const events = await s.adapter.chatStream(REQ, ctx(s.target(), ac.signal));
+      const it = events[Symbol.asyncIterator]();
+      await it.next();
+      ac.abort();
+      const err = await upstreamError(
+        (async () => {
+          while (!(await it.next()).done);
+        })(),
+      );
+      expect(err.kind).toBe('aborted');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(s.fake.clientAborts).toBe(1);
+    });
+
+    it('caps the response size', async () => {
+      s.fake.next({ text: 'x'.repeat(50_000) });
+      const err = await upstreamError(s.adapter.chat(REQ, ctx(s.target({ maxResponseBytes: 10_000 }))));
+      expect(err.kind).toBe('protocol');
+    });
+
+    it('sends the upstream model name, not the catalogue id, and never leaks DEFAULT_TEXT into requests', async () => {
+      s.fake.next({});
+      await s.adapter.chat(REQ, ctx(s.target()));
+      const rec = s.fake.requests[0];
+      expect(JSON.stringify(rec)).toContain('fake-model');
+      expect(JSON.stringify(rec.body ?? {})).not.toContain('catalogue-model');
+      expect(DEFAULT_TEXT).toBeTruthy();
+    });
+  });
+}
