@@ -28,7 +28,7 @@ interface CliRun {
 
 /** runCli with stdout/stderr captured and `env` as the only CLI variables set; everything restored after. */
 async function cli(argv: string[], env: Record<string, string> = {}): Promise<CliRun> {
-  const savedEnv = Object.fromEntries(CLI_ENV.map((k) => [k, process.env[k]]));
+  const savedEnv = Object.fromEntries([...CLI_ENV, ...Object.keys(env)].map((k) => [k, process.env[k]]));
   for (const k of CLI_ENV) delete process.env[k];
   Object.assign(process.env, env);
   const out: string[] = [];
@@ -92,29 +92,33 @@ describe('gateway config check', () => {
     expect(r.stdout).not.toContain('sk-cli-test');
   });
 
+  const withVar = { GW_CLI_TEST_OPENAI_KEY: 'sk-cli-test' };
   it.each([
     [
       'an unknown key',
       'unknown-key.yaml',
       VALID.replace('mock: { family: mock }', 'mock: { family: mock, colour: red }'),
+      withVar,
       'providers.mock.colour: unknown key (allowed: family, base_url, api_key, api_version, headers, timeouts, max_response_bytes)',
     ],
-    ['bad YAML', 'bad.yaml', 'providers:\n  mock: [1, 2\n', 'invalid YAML at line 3, column 1: Missing , or : between flow sequence items'],
     [
-      'a missing ${VAR}',
-      'missing-var.yaml',
-      VALID,
-      'providers.openai.api_key: environment variable GW_CLI_TEST_OPENAI_KEY is not set',
+      'bad YAML',
+      'bad.yaml',
+      'providers:\n  mock: [1, 2\n',
+      withVar,
+      'invalid YAML at line 3, column 1: Flow sequence in block collection must be sufficiently indented and end with a ]',
     ],
+    ['a missing ${VAR}', 'missing-var.yaml', VALID, {}, 'providers.openai.api_key: environment variable GW_CLI_TEST_OPENAI_KEY is not set'],
     [
       'an unknown provider in a model',
       'unknown-provider.yaml',
       VALID.replace('mock-fast: { provider: mock', 'mock-fast: { provider: mokc'),
+      withVar,
       'models.mock-fast.provider: unknown provider "mokc"',
     ],
-  ])('refuses %s: exit 1 and one line naming the field and the file', async (_what, name, text, detail) => {
+  ])('refuses %s: exit 1 and one line naming the field and the file', async (_what, name, text, env, detail) => {
     const path = file(name, text);
-    const r = await cli(['config', 'check', path]);
+    const r = await cli(['config', 'check', path], env);
     expect(r).toEqual({ code: 1, stdout: '', stderr: `gateway: config error: ${detail} (in ${path})\n`, ms: expect.any(Number) });
   });
 
@@ -202,13 +206,33 @@ organizations:
     });
   });
 
-  it('migrate applies the schema and exits 0; a second run is a no-op', async () => {
+  it('keys create for a configured organisation not yet in the database says to migrate first', async () => {
+    const r = await cli(['keys', 'create', '--org', 'acme'], env);
+    expect(r).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'gateway: organisation "acme" is in the config but not yet in the database: run "gateway migrate" (or start the server) first\n',
+      ms: expect.any(Number),
+    });
+  });
+
+  it('migrate applies the schema, upserts the configured organisations and exits 0; a second run changes nothing', async () => {
     const r = await cli(['migrate'], env);
-    expect(r).toMatchObject({ code: 0, stderr: '' });
-    expect(r.stdout).toContain('postgres');
+    expect(r).toEqual({
+      code: 0,
+      stdout: 'migrations are up to date (postgres); 1 configured organizations upserted\n',
+      stderr: '',
+      ms: expect.any(Number),
+    });
     const tables = await query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`);
     expect(tables.map((t) => t.table_name)).toEqual(expect.arrayContaining(['organizations', 'api_keys', 'experiments', 'decision_traces']));
+    const snapshot = () =>
+      query<{ s: string }>(
+        `SELECT (SELECT json_agg(m ORDER BY m) FROM schema_migrations m)::text || (SELECT json_agg(json_build_array(o.id, o.plan, o.features, o.created_at) ORDER BY o.id) FROM organizations o)::text AS s`,
+      );
+    const before = await snapshot();
     expect((await cli(['migrate'], env)).code).toBe(0);
+    expect(await snapshot()).toEqual(before);
   });
 
   it('orgs list shows the configured organisation', async () => {
@@ -287,7 +311,7 @@ organizations:
     const dup = await cli(['keys', 'create', '--org', 'acme', '--id', 'dup-id'], env);
     expect(dup.code).toBe(1);
     expect(dup.stdout).toBe('');
-    expect(dup.stderr).toMatch(/^gateway: [^\n]+\n$/);
+    expect(dup.stderr).toMatch(/^gateway: failed: [^\n]*duplicate key[^\n]*\n$/);
   });
 
   it('bad --permissions or a missing --org is a usage error: exit 2, nothing created', async () => {

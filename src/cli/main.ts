@@ -46,9 +46,15 @@ export function buildCli(out: (s: string) => void = (s) => process.stdout.write(
 
   program
     .command('migrate')
-    .description('apply pending analytics-store migrations and exit')
+    .description('apply pending analytics-store migrations, upsert the organisations and keys of GATEWAY_CONFIG, and exit')
     .action(async () =>
-      withContext(async ({ config }) => out(`migrations are up to date (${config.env.databaseUrl ? 'postgres' : 'embedded pglite'})\n`)),
+      withContext(async ({ tenancy, config }) => {
+        // What start-up does before serving: without it, `keys create --org` for a configured
+        // organisation fails until a server has started once. The demo organisation stays a server affair.
+        await tenancy.seed(config.gateway, { demo: false });
+        const orgs = Object.keys(config.gateway.organizations).length;
+        out(`migrations are up to date (${config.env.databaseUrl ? 'postgres' : 'embedded pglite'}); ${orgs} configured organizations upserted\n`);
+      }),
     );
 
   program
@@ -73,7 +79,10 @@ export function buildCli(out: (s: string) => void = (s) => process.stdout.write(
     .option('--permissions <list>', 'comma list of read,write', permissionsArg, ['read', 'write'] as Permission[])
     .option('--id <id>', 'key id (default: generated)')
     .action(async (opts: { org: string; permissions: Permission[]; id?: string }) =>
-      withContext(async ({ tenancy }) => {
+      withContext(async ({ tenancy, config }) => {
+        if (config.gateway.organizations[opts.org] && !(await tenancy.listOrgs()).some((o) => o.id === opts.org)) {
+          throw new CliFailure(`organisation "${opts.org}" is in the config but not yet in the database: run "gateway migrate" (or start the server) first`);
+        }
         const { id, key } = await tenancy.createKey(opts.org, opts.permissions, opts.id);
         out(`key id: ${id}\napi key (shown once): ${key}\n`);
       }),
