@@ -72,6 +72,9 @@ export abstract class FakeUpstream {
   /** Responses whose connection the client closed before the fake finished writing. */
   clientAborts = 0;
   private readonly queue: Scenario[] = [];
+  /** Responses still being written, and those that were so when `reset()` ran (their late closes belong to the previous test). */
+  private readonly open = new Set<http.ServerResponse>();
+  private readonly stale = new WeakSet<http.ServerResponse>();
   private fixed: Scenario = {};
   private server?: http.Server;
   url = '';
@@ -105,6 +108,7 @@ export abstract class FakeUpstream {
     this.fixed = {};
     this.requests.length = 0;
     this.clientAborts = 0;
+    for (const res of this.open) this.stale.add(res);
     return this;
   }
 
@@ -125,8 +129,10 @@ export abstract class FakeUpstream {
     this.requests.push(recorded);
     const scenario = this.queue.shift() ?? this.fixed;
     let finished = false;
+    this.open.add(res);
     res.on('close', () => {
-      if (!finished && !res.writableFinished) this.clientAborts++;
+      this.open.delete(res);
+      if (!finished && !res.writableFinished && !this.stale.has(res)) this.clientAborts++;
     });
     const out = new FakeResponse(res, scenario);
     try {

@@ -24,8 +24,11 @@ export async function* readSse(body: AsyncIterable<Buffer>, maxPending = MAX_PEN
   });
   const decoder = new TextDecoder('utf-8');
   let pending = 0;
+  let endsWithCr = false;
   for await (const chunk of body) {
-    parser.feed(decoder.decode(chunk, { stream: true }));
+    const text = decoder.decode(chunk, { stream: true });
+    if (text.length > 0) endsWithCr = text.endsWith('\r');
+    parser.feed(text);
     if (ready.length === 0) {
       pending += chunk.length;
       if (pending > maxPending) throw new UpstreamError('protocol', `an SSE event exceeded ${maxPending} bytes`);
@@ -35,6 +38,9 @@ export async function* readSse(body: AsyncIterable<Buffer>, maxPending = MAX_PEN
     while (ready.length > 0) yield ready.shift()!;
   }
   parser.feed(decoder.decode());
+  // The parser holds a trailing CR (it may be the first half of a CRLF); at the end it can only be a
+  // line end, so complete it. This never completes an event that lacked its blank line.
+  if (endsWithCr) parser.feed('\n');
   // A final event without its blank line is incomplete and dropped (§7.1 rule 8): the parser holds it.
   while (ready.length > 0) yield ready.shift()!;
 }

@@ -1,0 +1,212 @@
+import type { ModelSpec } from '../../config/gateway-config';
+import type { ChatMessage, ChatRequest, ContentPart, ReasoningEffort, ToolCall, ToolChoice, UpstreamTarget } from '../provider-adapter';
+import type {
+  WireImageBlock, WireMessage, WireRequest, WireRequestBlock, WireRole, WireThinking, WireToolChoice, WireToolResultBlock,
+} from './anthropic.wire';
+
+/** `max_tokens` when neither the request nor the model config gives one (LiteLLM's default, providers reference §2.7). */
+export const DEFAULT_MAX_TOKENS = 4096;
+
+/** Anthropic refuses a thinking budget below this (providers reference §6.1). */
+export const MIN_THINKING_BUDGET = 1024;
+
+/**
+ * Thinking budgets for `reasoning.mode: budget` when the model config gives none (README
+ * "reasoning_effort mapping"): low is Anthropic's minimum; medium and high sit inside the ranges
+ * of providers reference §6.1, leaving room for an answer under the 4096 default output allowance.
+ */
+export const DEFAULT_THINKING_BUDGETS: Readonly<Record<Exclude<ReasoningEffort, 'none'>, number>> = { low: 1024, medium: 4096, high: 16384 };
+
+/** Anthropic's temperature range is 0..1 (providers reference §2.2); OpenAI's 0..2 is clamped onto it, not scaled. */
+export const MAX_TEMPERATURE = 1;
+
+type ThinkingPlan = { thinking: WireThinking; effort?: Exclude<ReasoningEffort, 'none'>; budget?: number } | undefined;
+
+/**
+ * Builds the Messages API body from the normalised request (providers reference §2.2):
+ * - system/developer messages are hoisted into the top-level `system`, joined by a blank line;
+ * - tool results become user `tool_result` blocks, assistant tool calls `tool_use` blocks, and
+ *   consecutive same-role messages are merged so user/assistant alternate;
+ * - `max_tokens` is always sent: the request's, else the model's `max_output_tokens`, else 4096;
+ * - `reasoning_effort` follows the model's `reasoning` config (see `planThinking`);
+ * - fields Anthropic has no equivalent for (penalties, seed, n, response_format) are not sent: the
+ *   adapter's capabilities declare seed, n > 1 and JSON mode unsupported so the chat layer decides.
+ */
+export function toMessagesRequest(req: ChatRequest, target: UpstreamTarget, stream: boolean): WireRequest {
+  const allowance = req.max_completion_tokens ?? target.model.maxOutputTokens ?? DEFAULT_MAX_TOKENS;
+  const body: WireRequest = { model: target.upstream, max_tokens: allowance, messages: toWireMessages(req.messages) };
+
+  const system = systemText(req.messages);
+  if (system) body.system = system;
+
+  const tools = req.tools ?? [];
+  if (tools.length > 0) {
+    body.tools = tools.map((t) => ({
+      name: t.function.name,
+      ...(t.function.description ? { description: t.function.description } : {}),
+      input_schema: t.function.parameters ?? { type: 'object', properties: {} },
+    }));
+    const choice = toToolChoice(req.tool_choice, req.parallel_tool_calls);
+    if (choice) body.tool_choice = choice;
+  }
+
+  const stops = (req.stop ?? []).filter((s) => s.trim() !== '');
+  if (stops.length > 0) body.stop_sequences = stops;
+  if (req.user) body.metadata = { user_id: req.user };
+  if (stream) body.stream = true;
+
+  const plan = planThinking(req, target.model);
+  if (plan) {
+    body.thinking = plan.thinking;
+    if (plan.thinking.type === 'adaptive' && plan.effort) body.output_config = { effort: plan.effort };
+    // budget_tokens must stay below max_tokens; the client's allowance is kept for the answer itself.
+    if (plan.budget !== undefined && body.max_tokens <= plan.budget) body.max_tokens = plan.budget + allowance;
+  } else {
+    // With thinking on Anthropic accepts only temperature 1 and top_p >= 0.95 (§2.2): both are dropped then.
+    if (req.temperature !== undefined) body.temperature = Math.min(Math.max(req.temperature, 0), MAX_TEMPERATURE);
+    if (req.top_p !== undefined) body.top_p = req.top_p;
+  }
+  return body;
+}
+
+/**
+ * How `reasoning_effort` reaches Anthropic, by the model's `reasoning.mode` (README
+ * "reasoning_effort mapping", providers reference §6.1):
+ * - `budget`   → `thinking: {type: enabled, budget_tokens}` from `reasoning.budgets`, else
+ *                DEFAULT_THINKING_BUDGETS, never below 1024;
+ * - `adaptive` → `thinking: {type: adaptive, display: summarized}` + `output_config.effort`;
+ * - `none`, `effort`, `level` → nothing (the model cannot take it; no upstream 400);
+ * - effort `none` → no `thinking` at all: omitting it is Anthropic's off switch on every model. A
+ *   model configured `can_disable: false` gets its lowest setting (`low`) instead.
+ * Thinking is also left off when the request forces a tool (Anthropic refuses forced tool use with
+ * thinking) or continues a tool loop: the assistant turn would have to start with its signed
+ * thinking block, which the OpenAI message shape cannot carry back (providers reference §2.7 gotcha 5).
+ */
+export function planThinking(req: ChatRequest, model: ModelSpec): ThinkingPlan {
+  let effort = req.reasoning_effort;
+  if (effort === undefined) return undefined;
+  if (effort === 'none') {
+    if (model.reasoning.canDisable) return undefined;
+    effort = 'low';
+  }
+  const mode = model.reasoning.mode;
+  if (mode !== 'budget' && mode !== 'adaptive') return undefined;
+  if (forcesTool(req.tool_choice) || continuesToolLoop(req.messages)) return undefined;
+  if (mode === 'adaptive') return { thinking: { type: 'adaptive', display: 'summarized' }, effort };
+  const budget = Math.max(model.reasoning.budgets[effort] ?? DEFAULT_THINKING_BUDGETS[effort], MIN_THINKING_BUDGET);
+  return { thinking: { type: 'enabled', budget_tokens: budget }, effort, budget };
+}
+
+function forcesTool(choice: ToolChoice | undefined): boolean {
+  return choice === 'required' || (typeof choice === 'object' && choice !== null);
+}
+
+/** The conversation ends in tool results answering the last assistant turn's tool calls. */
+function continuesToolLoop(messages: ChatMessage[]): boolean {
+  const turns = messages.filter((m) => m.role !== 'system' && m.role !== 'developer');
+  const last = turns[turns.length - 1];
+  if (last?.role !== 'tool') return false;
+  const assistant = [...turns].reverse().find((m) => m.role !== 'tool');
+  return assistant?.role === 'assistant' && (assistant.tool_calls?.length ?? 0) > 0;
+}
+
+export function toToolChoice(choice: ToolChoice | undefined, parallel: boolean | undefined): WireToolChoice | undefined {
+  const noParallel = parallel === false ? { disable_parallel_tool_use: true } : {};
+  if (choice === undefined) return parallel === false ? { type: 'auto', ...noParallel } : undefined;
+  if (choice === 'none') return { type: 'none' };
+  if (choice === 'auto') return { type: 'auto', ...noParallel };
+  if (choice === 'required') return { type: 'any', ...noParallel };
+  return { type: 'tool', name: choice.function.name, ...noParallel };
+}
+
+function textOf(content: ChatMessage['content']): string {
+  if (content === null) return '';
+  if (typeof content === 'string') return content;
+  return content
+    .filter((p): p is Extract<ContentPart, { type: 'text' }> => p.type === 'text')
+    .map((p) => p.text)
+    .join('\n');
+}
+
+function systemText(messages: ChatMessage[]): string {
+  return messages
+    .filter((m) => m.role === 'system' || m.role === 'developer')
+    .map((m) => textOf(m.content))
+    .filter((t) => t.trim() !== '')
+    .join('\n\n');
+}
+
+/** `data:<media>;base64,<data>` → a base64 source; anything else is fetched by Anthropic as a URL source. */
+export function toImageBlock(url: string): WireImageBlock {
+  const m = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+  if (m) return { type: 'image', source: { type: 'base64', media_type: m[1], data: m[2] } };
+  return { type: 'image', source: { type: 'url', url } };
+}
+
+/** Anthropic needs an object for `input`; a model's own malformed arguments become `{}` rather than a 400. */
+function parseArguments(args: string): Record<string, unknown> {
+  if (args.trim() === '') return {};
+  try {
+    const v: unknown = JSON.parse(args);
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+function contentBlocks(content: ChatMessage['content']): WireRequestBlock[] {
+  if (content === null) return [];
+  if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
+  const blocks: WireRequestBlock[] = [];
+  for (const p of content) {
+    if (p.type === 'text') {
+      if (p.text !== '') blocks.push({ type: 'text', text: p.text });
+    } else blocks.push(toImageBlock(p.image_url.url));
+  }
+  return blocks;
+}
+
+function toolUseBlocks(calls: ToolCall[] | undefined): WireRequestBlock[] {
+  return (calls ?? []).map((c) => ({ type: 'tool_use', id: c.id, name: c.function.name, input: parseArguments(c.function.arguments) }));
+}
+
+function toolResultBlock(m: ChatMessage): WireToolResultBlock {
+  const text = textOf(m.content);
+  return { type: 'tool_result', tool_use_id: m.tool_call_id ?? '', content: text };
+}
+
+/**
+ * Non-system messages as alternating user/assistant turns. Empty text blocks (which Anthropic
+ * refuses) are dropped, and so is a message left with no blocks. In a merged user turn the
+ * `tool_result` blocks come first, as Anthropic requires after a `tool_use` turn.
+ */
+export function toWireMessages(messages: ChatMessage[]): WireMessage[] {
+  const turns: { role: WireRole; blocks: WireRequestBlock[]; plain?: string }[] = [];
+  for (const m of messages) {
+    let role: WireRole;
+    let blocks: WireRequestBlock[];
+    if (m.role === 'system' || m.role === 'developer') continue;
+    if (m.role === 'tool') {
+      role = 'user';
+      blocks = [toolResultBlock(m)];
+    } else if (m.role === 'assistant') {
+      role = 'assistant';
+      blocks = [...contentBlocks(m.content), ...toolUseBlocks(m.tool_calls)];
+    } else {
+      role = 'user';
+      blocks = contentBlocks(m.content);
+    }
+    if (blocks.length === 0) continue;
+    const prev = turns[turns.length - 1];
+    if (prev && prev.role === role) {
+      prev.blocks.push(...blocks);
+      prev.plain = undefined;
+    } else turns.push({ role, blocks, plain: typeof m.content === 'string' && m.role !== 'tool' && !m.tool_calls?.length ? m.content : undefined });
+  }
+  return turns.map((t) => {
+    if (t.plain !== undefined) return { role: t.role, content: t.plain };
+    const results = t.blocks.filter((b) => b.type === 'tool_result');
+    const rest = t.blocks.filter((b) => b.type !== 'tool_result');
+    return { role: t.role, content: [...results, ...rest] };
+  });
+}

@@ -1,0 +1,98 @@
+import { UpstreamHttp, UpstreamResponse } from '../http/upstream-http';
+import type { AdapterCapabilities, CallContext, ChatRequest, ChatResult, ProviderAdapter, StreamEvent, UpstreamTarget } from '../provider-adapter';
+import { readSse } from '../sse/sse-reader';
+import { UpstreamError } from '../upstream-error';
+import { toMessagesRequest } from './anthropic-request.mapper';
+import { errorTypeOf, toChatResult } from './anthropic-response.mapper';
+import { AnthropicStreamMapper } from './anthropic-stream.mapper';
+import type { WireResponse, WireStreamEvent } from './anthropic.wire';
+
+export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
+/** The API version header value the official SDK still sends (providers reference §2.1). */
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+/** `POST {base}/v1/messages`; a base URL that already ends in `/v1` is accepted too. */
+export function messagesUrl(baseUrl: string | undefined): string {
+  const base = (baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL).replace(/\/+$/, '');
+  return /\/v1$/.test(base) ? `${base}/messages` : `${base}/v1/messages`;
+}
+
+/**
+ * The `anthropic` family (issue 4): the Messages API both ways. Mapping lives in the pure
+ * `anthropic-*.mapper.ts` functions; this class only does the HTTP exchange and error mapping.
+ */
+export class AnthropicAdapter implements ProviderAdapter {
+  constructor(private readonly http: UpstreamHttp) {}
+
+  /**
+   * Anthropic has no embeddings API (providers reference §2.6), one choice per request, no seed,
+   * and no native `json_object` mode: a system-prompt emulation would not guarantee JSON, so JSON
+   * mode is declared unsupported and the chat layer refuses or skips the target.
+   */
+  capabilities(_target: UpstreamTarget): AdapterCapabilities {
+    return { embeddings: false, tools: true, multipleChoices: false, seed: false, images: true, jsonMode: false };
+  }
+
+  async chat(req: ChatRequest, ctx: CallContext): Promise<ChatResult> {
+    const res = await this.send(req, ctx, false);
+    const text = await UpstreamHttp.text(res.body);
+    let msg: WireResponse;
+    try {
+      msg = JSON.parse(text) as WireResponse;
+    } catch {
+      throw new UpstreamError('protocol', 'anthropic: response body is not JSON');
+    }
+    return toChatResult(msg);
+  }
+
+  async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
+    const res = await this.send(req, ctx, true);
+    return (async function* () {
+      const mapper = new AnthropicStreamMapper();
+      for await (const sse of readSse(res.body)) {
+        let ev: WireStreamEvent;
+        try {
+          ev = JSON.parse(sse.data) as WireStreamEvent;
+        } catch {
+          throw new UpstreamError('protocol', `anthropic stream: event ${sse.event ?? '(unnamed)'} is not JSON`);
+        }
+        if (ev === null || typeof ev !== 'object' || typeof ev.type !== 'string') throw new UpstreamError('protocol', 'anthropic stream: event without a type');
+        // Events after message_stop yield nothing; the body is still read to its end so the
+        // keep-alive connection can be reused.
+        yield* mapper.push(ev);
+      }
+      mapper.end();
+    })();
+  }
+
+  private async send(req: ChatRequest, ctx: CallContext, stream: boolean): Promise<UpstreamResponse> {
+    const { provider } = ctx.target;
+    const headers: Record<string, string> = { 'anthropic-version': ANTHROPIC_VERSION, ...provider.headers };
+    if (provider.apiKey) headers['x-api-key'] = provider.apiKey.reveal();
+    const res = await this.http.send({
+      poolKey: provider.id,
+      url: messagesUrl(provider.baseUrl),
+      headers,
+      body: toMessagesRequest(req, ctx.target, stream),
+      signal: ctx.signal,
+      timeouts: ctx.target.timeouts,
+      maxBytes: ctx.target.maxResponseBytes,
+      stream,
+    });
+    if (res.status === 200) return res;
+    let text = '';
+    try {
+      text = await UpstreamHttp.text(res.body);
+    } catch {
+      // The status is what matters; an unreadable error body only loses the log detail.
+    }
+    const { type, message } = errorTypeOf(text);
+    throw new UpstreamError('status', `anthropic ${res.status} ${type ?? ''}: ${message ?? text.slice(0, 500)}`, {
+      status: res.status,
+      retryAfterMs: res.retryAfterMs,
+      code: type,
+    });
+  }
+}
+
+export const createAnthropicAdapter = (http: UpstreamHttp): ProviderAdapter => new AnthropicAdapter(http);
