@@ -55,6 +55,9 @@ export interface RecordedRequest {
 
 export const DEFAULT_TEXT = 'Hello from the fake!';
 
+/** Responses the fake itself cut (truncation): their close is not a client abort. */
+const CUT_BY_FAKE = new WeakSet<http.ServerResponse>();
+
 /** Text pieces: word by word, so a stream has several content events. */
 export function pieces(text: string): string[] {
   return text.match(/\S+\s*|\s+/g) ?? [text];
@@ -132,7 +135,7 @@ export abstract class FakeUpstream {
     this.open.add(res);
     res.on('close', () => {
       this.open.delete(res);
-      if (!finished && !res.writableFinished && !this.stale.has(res)) this.clientAborts++;
+      if (!finished && !res.writableFinished && !this.stale.has(res) && !CUT_BY_FAKE.has(res)) this.clientAborts++;
     });
     const out = new FakeResponse(res, scenario);
     try {
@@ -214,6 +217,7 @@ export class FakeResponse {
 
   /** Cuts the connection without a proper end (truncation). */
   cut(): void {
+    CUT_BY_FAKE.add(this.res);
     this.res.destroy();
   }
 }

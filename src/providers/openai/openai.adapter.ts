@@ -1,0 +1,90 @@
+import { UpstreamHttp, UpstreamResponse } from '../http/upstream-http';
+import type {
+  AdapterCapabilities, CallContext, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent,
+} from '../provider-adapter';
+import { UpstreamError } from '../upstream-error';
+import { endpointFor, headersFor, OpenAiOperation } from './openai.endpoint';
+import { fromWireEmbeddings, fromWireResponse, statusError, toWireEmbeddingRequest, toWireRequest } from './openai.mapper';
+import { readChatStream } from './openai.stream';
+import type { WireChatCompletion, WireEmbeddingResponse } from './openai.wire';
+import { OpenAiCompatibleFamily, OpenAiVariant, variantOf } from './variants';
+
+const ok = (status: number) => status >= 200 && status < 300;
+
+function parseJson<T>(text: string, what: string): T {
+  try {
+    // DeepSeek sends blank lines before the JSON while a request is queued (reference §5); JSON.parse skips them.
+    return JSON.parse(text) as T;
+  } catch {
+    throw new UpstreamError('protocol', `the ${what} is not JSON (${text.length} bytes)`);
+  }
+}
+
+/**
+ * Every OpenAI-compatible family (openai, groq, azure, deepseek, mistral, together, openrouter,
+ * vllm, ollama): one adapter, its differences declared in variants.ts. No retries or fallback here.
+ */
+export class OpenAiCompatibleAdapter implements ProviderAdapter {
+  private readonly variant: OpenAiVariant;
+
+  constructor(
+    private readonly http: UpstreamHttp,
+    family: OpenAiCompatibleFamily,
+  ) {
+    this.variant = variantOf(family);
+  }
+
+  capabilities(): AdapterCapabilities {
+    return { ...this.variant.capabilities };
+  }
+
+  async chat(req: ChatRequest, ctx: CallContext): Promise<ChatResult> {
+    const endpoint = endpointFor(ctx.target, this.variant, 'chat/completions');
+    const body = toWireRequest(req, ctx.target, this.variant, { stream: false, modelInBody: endpoint.modelInBody });
+    const res = await this.send(ctx, endpoint.url, body, false);
+    return fromWireResponse(parseJson<WireChatCompletion>(await UpstreamHttp.text(res.body), 'response body'), this.variant);
+  }
+
+  async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
+    const endpoint = endpointFor(ctx.target, this.variant, 'chat/completions');
+    const body = toWireRequest(req, ctx.target, this.variant, { stream: true, modelInBody: endpoint.modelInBody });
+    const res = await this.send(ctx, endpoint.url, body, true);
+    return readChatStream(res.body, this.variant);
+  }
+
+  async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResult> {
+    const endpoint = endpointFor(ctx.target, this.variant, 'embeddings');
+    const body = toWireEmbeddingRequest(req, ctx.target, { modelInBody: endpoint.modelInBody });
+    const res = await this.send(ctx, endpoint.url, body, false);
+    return fromWireEmbeddings(parseJson<WireEmbeddingResponse>(await UpstreamHttp.text(res.body), 'embeddings body'), req.input.length);
+  }
+
+  /** Sends one call; a non-2xx answer is read (under the size cap) and thrown as a status error. */
+  private async send(ctx: CallContext, url: string, body: unknown, stream: boolean): Promise<UpstreamResponse> {
+    const { target } = ctx;
+    const res = await this.http.send({
+      poolKey: target.provider.id,
+      url,
+      headers: headersFor(target, this.variant, stream),
+      body,
+      signal: ctx.signal,
+      timeouts: target.timeouts,
+      maxBytes: target.maxResponseBytes,
+      stream,
+    });
+    if (ok(res.status)) return res;
+    // The status is what counts; a body that cannot be read whole (cut, too large) is left out of
+    // the detail. A client abort while reading it stays an abort.
+    const text = await UpstreamHttp.text(res.body).catch((err: unknown) => {
+      if (err instanceof UpstreamError && err.kind === 'aborted') throw err;
+      return '';
+    });
+    throw statusError(res.status, text, res.retryAfterMs);
+  }
+}
+
+export type { OpenAiCompatibleFamily } from './variants';
+export { OPENAI_COMPATIBLE_FAMILIES, isOpenAiCompatibleFamily } from './variants';
+
+export const createOpenAiCompatibleAdapter = (http: UpstreamHttp, family: OpenAiCompatibleFamily): ProviderAdapter =>
+  new OpenAiCompatibleAdapter(http, family);
