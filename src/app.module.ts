@@ -5,6 +5,7 @@ import { CommonModule } from './common/common.module';
 import { GatewayExceptionFilter } from './common/errors/gateway-exception.filter';
 import { JsonBodyInterceptor } from './common/http/json-body.interceptor';
 import { RequestContextMiddleware } from './common/http/request-context.middleware';
+import { ChatModule } from './chat/chat.module';
 import { AppLogger } from './common/logging/logger';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -27,6 +28,7 @@ export class AppModule implements NestModule {
         StoresModule,
         TenancyModule,
         HealthModule,
+        ChatModule,
       ],
       providers: [
         // The API-key guard lives here, where TenancyModule provides its authenticator.

@@ -1,7 +1,8 @@
 import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
+import { CircuitBreakerModule } from '../providers/circuit-breaker/circuit-breaker.module';
 import { HealthController } from './health.controller';
 import { HealthService } from './health.service';
 
-@Module({ imports: [TerminusModule], controllers: [HealthController], providers: [HealthService] })
+@Module({ imports: [TerminusModule, CircuitBreakerModule], controllers: [HealthController], providers: [HealthService] })
 export class HealthModule {}

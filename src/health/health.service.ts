@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import { DrainState } from '../common/lifecycle/drain-state';
 import { AppConfig } from '../config/app-config';
+import { BreakerState, CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
 import { CacheStore } from '../stores/cache/cache-store';
 import { SqlStore } from '../stores/sql/sql-store';
 import { VectorStore } from '../stores/vector/vector-store';
@@ -40,6 +41,7 @@ export class HealthService {
     private readonly drain: DrainState,
     private readonly config: AppConfig,
     private readonly indicators: HealthIndicatorService,
+    private readonly breakers: CircuitBreakerService,
   ) {}
 
   async store(name: StoreName): Promise<StoreHealth> {
@@ -78,10 +80,15 @@ export class HealthService {
     return { status, draining, stores };
   }
 
-  /** Each configured provider with its circuit-breaker state (closed until the breaker of issue 4 exists). */
-  providers(): { providers: Array<{ id: string; family: string; state: 'closed' }> } {
+  /** Each configured provider with its circuit-breaker state, and when an open breaker half-opens. */
+  async providers(): Promise<{ providers: Array<{ id: string; family: string; state: BreakerState; open_until?: string }> }> {
+    const states = await this.breakers.states();
     return {
-      providers: Object.values(this.config.gateway.providers).map((p) => ({ id: p.id, family: p.family, state: 'closed' as const })),
+      providers: Object.values(this.config.gateway.providers).map((p) => {
+        const s = states[p.id] ?? { state: 'closed' as const };
+        const entry = { id: p.id, family: p.family, state: s.state };
+        return s.state === 'open' && s.openUntil ? { ...entry, open_until: s.openUntil } : entry;
+      }),
     };
   }
 

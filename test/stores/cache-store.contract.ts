@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { CacheStore, WindowCheck, WindowDecision } from '../../src/stores/cache/cache-store';
+import { BreakerParams, CacheStore, WindowCheck, WindowDecision } from '../../src/stores/cache/cache-store';
 
 /** What one adapter provides to run the shared contract (STYLE "Data": one suite on both adapters). */
 export interface CacheStoreFixture {
@@ -283,6 +283,173 @@ export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixt
         await expect(store.incrementBelow(key('n'), 10, 0)).rejects.toThrow(RangeError);
         await expect(store.set(key('n'), 'v', 0)).rejects.toThrow(RangeError);
         await expect(store.set(key('n'), 'v', Number.NaN)).rejects.toThrow(RangeError);
+      });
+    });
+
+    describe('breaker', () => {
+      /** Issue 4's numbers; random 0.5 means no jitter, so open times are exact. */
+      const P: BreakerParams = {
+        failureThreshold: 5,
+        windowMs: 10_000,
+        buckets: 10,
+        minRequests: 20,
+        failureRatio: 0.5,
+        baseOpenMs: 5_000,
+        maxOpenMs: 60_000,
+        jitter: 0.2,
+        random: 0.5,
+        probeLeaseMs: 30_000,
+        ttlMs: 600_000,
+      };
+      /** An explicit clock (nowMs), so these run to the millisecond on Redis too. */
+      const T0 = 1_750_000_000_000;
+
+      it('opens after exactly failureThreshold consecutive failures, and a success resets the run', async () => {
+        const k = key('cb');
+        expect(await store.breaker(k, 'acquire', P, T0)).toEqual({ state: 'closed', permit: 'allow', openUntil: null, consecutiveFailures: 0, openings: 0, opened: false });
+        for (let i = 1; i <= 4; i++) expect(await store.breaker(k, 'failure', P, T0 + i)).toMatchObject({ state: 'closed', consecutiveFailures: i, opened: false });
+        expect(await store.breaker(k, 'success', P, T0 + 5)).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+        for (let i = 1; i <= 4; i++) expect((await store.breaker(k, 'failure', P, T0 + 10 + i)).state).toBe('closed');
+        const fifth = await store.breaker(k, 'failure', P, T0 + 20);
+        expect(fifth).toEqual({ state: 'open', permit: null, openUntil: T0 + 20 + 5_000, consecutiveFailures: 5, openings: 1, opened: true });
+        // Reports that arrive while open change nothing and open nothing again.
+        expect(await store.breaker(k, 'failure', P, T0 + 30)).toMatchObject({ state: 'open', openUntil: T0 + 5_020, opened: false, consecutiveFailures: 5 });
+        expect(await store.breaker(k, 'success', P, T0 + 31)).toMatchObject({ state: 'open', opened: false });
+        expect(await store.breaker(k, 'acquire', P, T0 + 5_019)).toMatchObject({ state: 'open', permit: 'reject' });
+      });
+
+      it('opens when at least failureRatio of at least minRequests requests in the window failed', async () => {
+        // Alternating failures never make 5 in a row. 19 requests with 10 failures: below minRequests.
+        const a = key('rate-a');
+        let t = T0;
+        for (let i = 0; i < 19; i++) {
+          const d = await store.breaker(a, i % 2 === 0 ? 'failure' : 'success', P, (t += 100));
+          expect([i, d.state]).toEqual([i, 'closed']);
+        }
+        // The 20th request, a success: 10 of 20 failed = 50 %.
+        expect(await store.breaker(a, 'success', P, (t += 100))).toMatchObject({ state: 'open', opened: true, openings: 1, consecutiveFailures: 0 });
+
+        // 9 of 20, then 10 of 21: below 50 %; 11 of 22 is 50 %.
+        const b = key('rate-b');
+        t = T0;
+        for (let i = 0; i < 19; i++) await store.breaker(b, i % 2 === 0 ? 'success' : 'failure', P, (t += 100));
+        expect(await store.breaker(b, 'success', P, (t += 100))).toMatchObject({ state: 'closed' });
+        expect(await store.breaker(b, 'failure', P, (t += 100))).toMatchObject({ state: 'closed' });
+        expect(await store.breaker(b, 'failure', P, (t += 100))).toMatchObject({ state: 'open', opened: true, consecutiveFailures: 2 });
+      });
+
+      it('counts only the requests of the last window', async () => {
+        const k = key('window');
+        let t = T0;
+        // Runs of four failures: 19 requests, 16 failed, never five in a row.
+        for (let i = 0; i < 19; i++) expect((await store.breaker(k, i % 5 === 4 ? 'success' : 'failure', P, (t += 10))).state).toBe('closed');
+        // Once the window has slid past them, two more requests (one failed) are all there is: 2 < 20.
+        t += P.windowMs + 1_000;
+        expect(await store.breaker(k, 'success', P, (t += 10))).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+        expect(await store.breaker(k, 'failure', P, (t += 10))).toMatchObject({ state: 'closed', consecutiveFailures: 1 });
+        // Within one window the same 19 + 1 would have opened it (control).
+        const c = key('window-control');
+        for (let i = 0; i < 19; i++) await store.breaker(c, i % 5 === 4 ? 'success' : 'failure', P, T0 + i);
+        expect(await store.breaker(c, 'success', P, T0 + 100)).toMatchObject({ state: 'open', opened: true });
+      });
+
+      it('half-opens when the open time is over and gives exactly one probe lease, which expires', async () => {
+        const k = key('half');
+        for (let i = 0; i < 5; i++) await store.breaker(k, 'failure', P, T0);
+        const until = T0 + 5_000;
+        expect(await store.breaker(k, 'state', P, until - 1)).toMatchObject({ state: 'open', openUntil: until });
+        expect(await store.breaker(k, 'state', P, until)).toMatchObject({ state: 'half_open', openUntil: until });
+        expect(await store.breaker(k, 'acquire', P, until)).toMatchObject({ state: 'half_open', permit: 'probe' });
+        expect(await store.breaker(k, 'acquire', P, until + 1)).toMatchObject({ state: 'half_open', permit: 'reject' });
+        expect(await store.breaker(k, 'acquire', P, until + P.probeLeaseMs - 1)).toMatchObject({ permit: 'reject' });
+        // The probe's holder never reported (a crashed replica): once the lease is over, someone else may probe.
+        expect(await store.breaker(k, 'acquire', P, until + P.probeLeaseMs)).toMatchObject({ permit: 'probe' });
+        expect(await store.breaker(k, 'acquire', P, until + P.probeLeaseMs + 1)).toMatchObject({ permit: 'reject' });
+      });
+
+      it('a successful probe closes and resets openings; a failed one re-opens for longer, up to the cap', async () => {
+        const k = key('probe');
+        for (let i = 0; i < 5; i++) await store.breaker(k, 'failure', P, T0);
+        let t = T0 + 5_000;
+        const expected = [10_000, 20_000, 40_000, 60_000, 60_000];
+        for (const [i, ms] of expected.entries()) {
+          expect((await store.breaker(k, 'acquire', P, t)).permit).toBe('probe');
+          const d = await store.breaker(k, 'probe_failure', P, t + 10);
+          expect(d).toMatchObject({ state: 'open', opened: true, openings: i + 2, openUntil: t + 10 + ms });
+          t = d.openUntil!;
+        }
+        expect((await store.breaker(k, 'acquire', P, t)).permit).toBe('probe');
+        expect(await store.breaker(k, 'probe_success', P, t + 10)).toEqual({ state: 'closed', permit: null, openUntil: null, consecutiveFailures: 0, openings: 0, opened: false });
+        expect((await store.breaker(k, 'acquire', P, t + 11)).permit).toBe('allow');
+        // Openings were reset: the next opening is the short one again.
+        for (let i = 0; i < 5; i++) await store.breaker(k, 'failure', P, t + 20);
+        expect(await store.breaker(k, 'state', P, t + 20)).toMatchObject({ state: 'open', openings: 1, openUntil: t + 20 + 5_000 });
+      });
+
+      it('a late probe report after another probe already re-opened the breaker changes nothing', async () => {
+        const k = key('late');
+        for (let i = 0; i < 5; i++) await store.breaker(k, 'failure', P, T0);
+        const until = T0 + 5_000;
+        await store.breaker(k, 'acquire', P, until);
+        const reopened = await store.breaker(k, 'probe_failure', P, until + 1);
+        expect(reopened).toMatchObject({ state: 'open', openings: 2 });
+        expect(await store.breaker(k, 'probe_failure', P, until + 2)).toMatchObject({ state: 'open', openings: 2, openUntil: reopened.openUntil, opened: false });
+        expect(await store.breaker(k, 'probe_success', P, until + 3)).toMatchObject({ state: 'open', openings: 2 });
+        // Probe reports on a closed breaker count like plain ones.
+        const c = key('closed-probe');
+        expect(await store.breaker(c, 'probe_failure', P, T0)).toMatchObject({ state: 'closed', consecutiveFailures: 1 });
+        expect(await store.breaker(c, 'probe_success', P, T0)).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+      });
+
+      it('jitters the open time within ±jitter of the nominal time', async () => {
+        const open = async (random: number): Promise<number> => {
+          const k = key(`jitter:${random}`);
+          let d;
+          for (let i = 0; i < 5; i++) d = await store.breaker(k, 'failure', { ...P, random }, T0);
+          return d!.openUntil! - T0;
+        };
+        expect(await open(0)).toBe(4_000);
+        expect(await open(0.25)).toBe(4_500);
+        expect(await open(0.75)).toBe(5_500);
+        const top = await open(0.999999);
+        expect(top).toBeGreaterThan(5_990);
+        expect(top).toBeLessThan(6_000);
+      });
+
+      it('gives exactly one probe to 50 concurrent acquires while half-open, across replicas', async () => {
+        const k = key('race');
+        for (let i = 0; i < 5; i++) await store.breaker(k, 'failure', P, T0);
+        const handles = [store, f.peer(), f.peer(), f.peer(), f.peer()];
+        const permits = await Promise.all(Array.from({ length: 50 }, (_, i) => handles[i % handles.length].breaker(k, 'acquire', P, T0 + 6_000)));
+        expect(permits.filter((d) => d.permit === 'probe')).toHaveLength(1);
+        expect(permits.filter((d) => d.permit === 'reject')).toHaveLength(49);
+      });
+
+      it('state reads without writing; the store clock is used when nowMs is omitted; idle state expires', async () => {
+        const k = key('clock');
+        expect(await store.breaker(k, 'state', P)).toEqual({ state: 'closed', permit: null, openUntil: null, consecutiveFailures: 0, openings: 0, opened: false });
+        await expect(store.get(k)).resolves.toBeNull();
+        const short = { ...P, baseOpenMs: 200, maxOpenMs: 200, jitter: 0, ttlMs: 300 };
+        let d;
+        for (let i = 0; i < 5; i++) d = await store.breaker(k, 'failure', short);
+        expect(d).toMatchObject({ state: 'open', opened: true });
+        expect((await store.breaker(k, 'acquire', short)).permit).toBe('reject');
+        await f.advance(250);
+        expect(await store.breaker(k, 'acquire', short)).toMatchObject({ state: 'half_open', permit: 'probe' });
+        // Nobody writes for longer than ttlMs: the breaker is forgotten.
+        await f.advance(400);
+        expect(await store.breaker(k, 'state', short)).toMatchObject({ state: 'closed', openings: 0, consecutiveFailures: 0 });
+        await expect(store.get(k)).resolves.toBeNull();
+      });
+
+      it('refuses bad arguments and a key of another type', async () => {
+        await expect(store.breaker(key('b'), 'nope' as never, P, T0)).rejects.toThrow(RangeError);
+        await expect(store.breaker(key('b'), 'acquire', { ...P, failureThreshold: 0 }, T0)).rejects.toThrow(RangeError);
+        await expect(store.breaker(key('b'), 'acquire', { ...P, failureRatio: 1.5 }, T0)).rejects.toThrow(RangeError);
+        await expect(store.breaker(key('b'), 'acquire', { ...P, random: 1 }, T0)).rejects.toThrow(RangeError);
+        await expect(store.breaker(key('b'), 'acquire', { ...P, maxOpenMs: 10 }, T0)).rejects.toThrow(RangeError);
+        await store.set(key('s'), 'text', 60_000);
+        await expect(store.breaker(key('s'), 'acquire', P, T0)).rejects.toThrow(/WRONGTYPE/);
       });
     });
 

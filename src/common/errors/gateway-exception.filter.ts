@@ -43,9 +43,8 @@ export class GatewayExceptionFilter implements ExceptionFilter {
             : new GatewayError('internal');
       if (!(exception instanceof GatewayError) && !(exception instanceof HttpException)) {
         this.logger.unexpected(req, exception);
-      } else if (err.status >= 500 && err.cause) {
-        this.logger.unexpected(req, err.cause);
       }
+      // A GatewayError's cause is not logged: upstream error bodies can echo key fragments (DESIGN §9).
       status = err.status;
       body = err.toBody();
       headers = err.headers;

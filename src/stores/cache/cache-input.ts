@@ -1,4 +1,4 @@
-import type { WindowCheck } from './cache-store';
+import type { BreakerOp, BreakerParams, WindowCheck } from './cache-store';
 
 /*
  * Argument rules shared by both adapters, so a caller's mistake fails the same way on memory as on
@@ -41,4 +41,19 @@ export function checkWindows(checks: readonly WindowCheck[]): void {
       throw new RangeError('hitWindows keys must share one hash tag such as {org:acme}: Redis Cluster runs a script on one slot');
     }
   }
+}
+
+const BREAKER_OPS: readonly BreakerOp[] = ['acquire', 'success', 'failure', 'probe_success', 'probe_failure', 'state'];
+
+/** Breaker arguments, checked alike on both adapters (the Lua script trusts them). */
+export function checkBreaker(op: BreakerOp, p: BreakerParams, nowMs: number | undefined): void {
+  if (!BREAKER_OPS.includes(op)) throw new RangeError(`unknown breaker op ${String(op)}`);
+  for (const name of ['failureThreshold', 'windowMs', 'buckets', 'minRequests', 'baseOpenMs', 'maxOpenMs', 'probeLeaseMs', 'ttlMs'] as const) {
+    if (!Number.isSafeInteger(p[name]) || p[name] < 1) throw new RangeError(`breaker ${name} must be an integer >= 1, got ${p[name]}`);
+  }
+  if (p.maxOpenMs < p.baseOpenMs) throw new RangeError('breaker maxOpenMs must be >= baseOpenMs');
+  if (!(p.failureRatio > 0 && p.failureRatio <= 1)) throw new RangeError(`breaker failureRatio must be in (0, 1], got ${p.failureRatio}`);
+  if (!(p.jitter >= 0 && p.jitter < 1)) throw new RangeError(`breaker jitter must be in [0, 1), got ${p.jitter}`);
+  if (!(p.random >= 0 && p.random < 1)) throw new RangeError(`breaker random must be in [0, 1), got ${p.random}`);
+  if (nowMs !== undefined && (!Number.isSafeInteger(nowMs) || nowMs < 0)) throw new RangeError(`nowMs must be an integer >= 0, got ${nowMs}`);
 }

@@ -21,6 +21,49 @@ export interface CounterDecision {
   value: number;
 }
 
+/** Steps of the shared circuit breaker (issue 4 "Routing"; lua/breaker.lua documents each). */
+export type BreakerOp = 'acquire' | 'success' | 'failure' | 'probe_success' | 'probe_failure' | 'state';
+
+/** Tuning of the circuit breaker, passed on every call so both adapters hold no configuration. */
+export interface BreakerParams {
+  /** Consecutive failures that open a closed breaker (integer >= 1). */
+  failureThreshold: number;
+  /** Length of the failure-rate window in ms, kept as `buckets` equal buckets (integers >= 1). */
+  windowMs: number;
+  buckets: number;
+  /** Fewest requests in the window before the failure-rate rule applies (integer >= 1). */
+  minRequests: number;
+  /** Share of failures in the window, in (0, 1], that opens the breaker. */
+  failureRatio: number;
+  /** Open time of the n-th consecutive opening: min(maxOpenMs, baseOpenMs·2^(n−1)), then jittered. */
+  baseOpenMs: number;
+  maxOpenMs: number;
+  /** Relative jitter in [0, 1): the open time is scaled by 1 + jitter·(2·random − 1). */
+  jitter: number;
+  /** A uniform draw in [0, 1), drawn by the caller so both adapters agree and tests can fix it. */
+  random: number;
+  /** How long a half-open probe lease holds before another caller may probe (a crashed probe). */
+  probeLeaseMs: number;
+  /** The state is forgotten after this long without a write (on top of any remaining open time). */
+  ttlMs: number;
+}
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+export interface BreakerDecision {
+  /** State after the call; `half_open` = open time over (whether or not a probe is out). */
+  state: BreakerState;
+  /** For `acquire`: the permit granted; null for every other step. */
+  permit: 'allow' | 'probe' | 'reject' | null;
+  /** Milliseconds since the epoch when the open time ends(ed); null while closed. */
+  openUntil: number | null;
+  consecutiveFailures: number;
+  /** Consecutive openings without a successful probe in between. */
+  openings: number;
+  /** True for the one call that opened (or re-opened) the breaker, so replicas count each opening once. */
+  opened: boolean;
+}
+
 /**
  * Port of the cache store (DESIGN §2): Redis via `ioredis` (Lua for atomic steps), or in-process
  * memory with the same semantics. Every call either answers within the adapter's timeout or
@@ -41,6 +84,12 @@ export abstract class CacheStore {
    * key's expiry to `ttlMs` when it is created.
    */
   abstract incrementBelow(key: string, limit: number, ttlMs: number): Promise<CounterDecision>;
+  /**
+   * One atomic step of the circuit breaker whose state lives at `key` (a per-provider key such as
+   * `cb:{provider:openai}`), so every replica sees one breaker. `nowMs` overrides the store's clock
+   * (the Redis server's TIME, or the memory store's injected clock); callers normally omit it.
+   */
+  abstract breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision>;
   abstract ping(timeoutMs: number): Promise<void>;
   abstract close(): Promise<void>;
 }

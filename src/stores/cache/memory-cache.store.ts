@@ -1,5 +1,6 @@
-import { checkLimit, checkTtl, checkWindows } from './cache-input';
-import { CacheStore, CounterDecision, WindowCheck, WindowDecision } from './cache-store';
+import { assertUnreachable } from '../../common/errors/error-catalogue';
+import { checkBreaker, checkLimit, checkTtl, checkWindows } from './cache-input';
+import { BreakerDecision, BreakerOp, BreakerParams, CacheStore, CounterDecision, WindowCheck, WindowDecision } from './cache-store';
 
 export interface MemoryCacheStoreOptions {
   /** Milliseconds since the epoch; injectable so tests move time instead of sleeping. */
@@ -13,7 +14,9 @@ export interface MemoryCacheStoreOptions {
 type Entry =
   | { type: 'string'; value: string; expiresAt: number }
   /** A sliding log: hit times, oldest first (lua/hit-windows.lua keeps a sorted set). */
-  | { type: 'log'; hits: number[]; expiresAt: number };
+  | { type: 'log'; hits: number[]; expiresAt: number }
+  /** A circuit breaker: the fields of the hash lua/breaker.lua keeps. */
+  | { type: 'breaker'; st: 0 | 1; cf: number; op: number; ou: number; pu: number; window: Map<number, { n: number; f: number }>; expiresAt: number };
 
 const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
 
@@ -120,6 +123,123 @@ export class MemoryCacheStore extends CacheStore {
     // The expiry is set when the counter is created, never extended: a monthly window ends on time.
     this.write(key, { type: 'string', value: String(value + 1), expiresAt: entry?.expiresAt ?? this.now() + ttl });
     return { allowed: true, value: value + 1 };
+  }
+
+  /** The steps of lua/breaker.lua (its header documents them), in one synchronous run. */
+  async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision> {
+    this.open();
+    checkBreaker(op, params, nowMs);
+    const p = params;
+    const now = nowMs ?? Math.floor(this.now());
+    const entry = this.live(key);
+    if (entry !== undefined && entry.type !== 'breaker') throw new Error(WRONGTYPE);
+    let { st, cf, op: openings, ou: openUntil, pu: probeUntil } = entry ?? { st: 0 as 0 | 1, cf: 0, op: 0, ou: 0, pu: 0 };
+    const window = new Map(entry?.window ?? []);
+
+    const bucketMs = Math.max(1, Math.floor(p.windowMs / p.buckets));
+    const current = Math.floor(now / bucketMs);
+    const oldest = current - p.buckets + 1;
+    let requests = 0;
+    let failures = 0;
+    for (const [idx, b] of window) {
+      if (idx < oldest) window.delete(idx);
+      else {
+        requests += b.n;
+        failures += b.f;
+      }
+    }
+
+    let dirty = false;
+    let opened = false;
+    let permit: BreakerDecision['permit'] = null;
+    const bump = (failed: boolean): void => {
+      const b = window.get(current) ?? { n: 0, f: 0 };
+      b.n += 1;
+      if (failed) b.f += 1;
+      window.set(current, b);
+    };
+    const openNow = (): void => {
+      openings += 1;
+      const duration = Math.min(p.maxOpenMs, p.baseOpenMs * 2 ** Math.min(openings - 1, 40));
+      openUntil = now + Math.max(1, Math.floor(duration * (1 + p.jitter * (2 * p.random - 1))));
+      st = 1;
+      probeUntil = 0;
+      window.clear();
+      opened = true;
+      dirty = true;
+    };
+    // As in the script, the rate rule is checked after every counted request, a success included.
+    const count = (failed: boolean): void => {
+      bump(failed);
+      dirty = true;
+      const n = requests + 1;
+      const f = failures + (failed ? 1 : 0);
+      if (cf >= p.failureThreshold || (n >= p.minRequests && f >= p.failureRatio * n)) openNow();
+    };
+    const closedSuccess = (): void => {
+      cf = 0;
+      count(false);
+    };
+    const closedFailure = (): void => {
+      cf += 1;
+      count(true);
+    };
+
+    const halfOpen = st === 1 && now >= openUntil;
+    switch (op) {
+      case 'acquire':
+        if (st === 0) permit = 'allow';
+        else if (!halfOpen || probeUntil > now) permit = 'reject';
+        else {
+          probeUntil = now + p.probeLeaseMs;
+          permit = 'probe';
+          dirty = true;
+        }
+        break;
+      case 'success':
+        if (st === 0) closedSuccess();
+        break;
+      case 'failure':
+        if (st === 0) closedFailure();
+        break;
+      case 'probe_success':
+        if (st === 0) closedSuccess();
+        else if (halfOpen) {
+          st = 0;
+          cf = 0;
+          openings = 0;
+          openUntil = 0;
+          probeUntil = 0;
+          window.clear();
+          dirty = true;
+        }
+        break;
+      case 'probe_failure':
+        if (st === 0) closedFailure();
+        else if (halfOpen) {
+          cf += 1;
+          openNow();
+        }
+        break;
+      case 'state':
+        break;
+      default:
+        assertUnreachable(op);
+    }
+
+    if (dirty) {
+      // The hash expires ttlMs after its last write, plus what is left of the open time (PEXPIRE in the script).
+      const expiresAt = now + p.ttlMs + Math.max(0, openUntil - now);
+      this.write(key, { type: 'breaker', st, cf, op: openings, ou: openUntil, pu: probeUntil, window, expiresAt });
+    }
+    return {
+      state: st === 0 ? 'closed' : now >= openUntil ? 'half_open' : 'open',
+      permit,
+      openUntil: st === 0 ? null : openUntil,
+      consecutiveFailures: cf,
+      openings,
+      opened,
+    };
   }
 
   async ping(_timeoutMs: number): Promise<void> {

@@ -5,8 +5,8 @@ import Redis from 'ioredis';
 import type { Logger } from 'pino';
 import { ThrottledWarning } from '../../common/logging/throttled-warning';
 import { StoreTimeoutError, withTimeout } from '../with-timeout';
-import { checkLimit, checkTtl, checkWindows } from './cache-input';
-import { CacheStore, CounterDecision, WindowCheck, WindowDecision } from './cache-store';
+import { checkBreaker, checkLimit, checkTtl, checkWindows } from './cache-input';
+import { BreakerDecision, BreakerOp, BreakerParams, BreakerState, CacheStore, CounterDecision, WindowCheck, WindowDecision } from './cache-store';
 
 export interface RedisCacheStoreOptions {
   url: string;
@@ -23,14 +23,19 @@ export interface RedisCacheStoreOptions {
 interface ScriptedRedis extends Redis {
   hitWindows(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>;
   incrementBelow(key: string, limit: number, ttlMs: number): Promise<[number, number]>;
+  breaker(key: string, ...args: (string | number)[]): Promise<number[]>;
 }
 
+const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open'];
+const BREAKER_PERMITS = [null, 'allow', 'probe', 'reject'] as const;
+
 // Read once per process: the files ship beside the compiled code (nest-cli.json copies stores/**/*.lua).
-let scripts: { hitWindows: string; incrementBelow: string } | undefined;
+let scripts: { hitWindows: string; incrementBelow: string; breaker: string } | undefined;
 function loadScripts(): NonNullable<typeof scripts> {
   scripts ??= {
     hitWindows: readFileSync(join(__dirname, 'lua', 'hit-windows.lua'), 'utf8'),
     incrementBelow: readFileSync(join(__dirname, 'lua', 'increment-below.lua'), 'utf8'),
+    breaker: readFileSync(join(__dirname, 'lua', 'breaker.lua'), 'utf8'),
   };
   return scripts;
 }
@@ -73,6 +78,7 @@ export class RedisCacheStore extends CacheStore {
     const lua = loadScripts();
     client.defineCommand('hitWindows', { lua: lua.hitWindows });
     client.defineCommand('incrementBelow', { numberOfKeys: 1, lua: lua.incrementBelow });
+    client.defineCommand('breaker', { numberOfKeys: 1, lua: lua.breaker });
 
     const warning = options.logger ? new ThrottledWarning(options.logger) : undefined;
     // Without a listener ioredis dumps every failed reconnect to stderr as an "Unhandled error event";
@@ -123,6 +129,38 @@ export class RedisCacheStore extends CacheStore {
     const ttl = checkTtl(ttlMs);
     const [allowed, value] = await this.run('incrementBelow', () => this.client.incrementBelow(key, limit, ttl));
     return { allowed: allowed === 1, value: Number(value) };
+  }
+
+  async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision> {
+    checkBreaker(op, params, nowMs);
+    const p = params;
+    const reply = await this.run('breaker', () =>
+      this.client.breaker(
+        key,
+        op,
+        nowMs === undefined ? '' : nowMs,
+        p.failureThreshold,
+        p.windowMs,
+        p.buckets,
+        p.minRequests,
+        p.failureRatio,
+        p.baseOpenMs,
+        p.maxOpenMs,
+        p.jitter,
+        p.random,
+        p.probeLeaseMs,
+        p.ttlMs,
+      ),
+    );
+    const [state, permit, openUntil, consecutiveFailures, openings, opened] = reply.map(Number);
+    return {
+      state: BREAKER_STATES[state],
+      permit: BREAKER_PERMITS[permit],
+      openUntil: state === 0 ? null : openUntil,
+      consecutiveFailures,
+      openings,
+      opened: opened === 1,
+    };
   }
 
   async ping(timeoutMs: number): Promise<void> {

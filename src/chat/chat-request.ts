@@ -1,0 +1,237 @@
+import { GatewayError } from '../common/errors/gateway-error';
+import type {
+  ChatMessage, ChatRequest, ContentPart, ReasoningEffort, Role, ToolCall, ToolChoice, ToolDefinition,
+} from '../providers/provider-adapter';
+
+/** A validated chat body: the normalised request plus what the gateway itself consumes. */
+export interface ChatCall {
+  model: string;
+  stream: boolean;
+  includeUsage: boolean;
+  /** Template variables (`inputs`), never forwarded. */
+  inputs?: Record<string, string | number | boolean>;
+  request: ChatRequest;
+}
+
+/**
+ * Validation of the chat body (contract "Chat completion request", issue 4 "Request handling"):
+ * every documented field and range, the other OpenAI fields SDKs send, and nothing else. Hand-written
+ * rather than class-validator: it runs on every request, on bodies up to 4 MiB. The first failure is
+ * 400 `invalid_request` with `param`; no provider is called.
+ */
+const ROLES: readonly Role[] = ['system', 'developer', 'user', 'assistant', 'tool'];
+const EFFORTS: readonly ReasoningEffort[] = ['none', 'low', 'medium', 'high'];
+/** OpenAI fields that are hints for OpenAI's own platform; accepted and not forwarded. */
+const IGNORED = new Set(['metadata', 'store', 'service_tier', 'prompt_cache_key', 'safety_identifier', 'logprobs']);
+const KNOWN = new Set([
+  'model', 'messages', 'temperature', 'max_completion_tokens', 'max_tokens', 'top_p', 'frequency_penalty', 'presence_penalty',
+  'stop', 'reasoning_effort', 'response_format', 'stream', 'stream_options', 'inputs', 'n', 'seed', 'user', 'tools',
+  'tool_choice', 'parallel_tool_calls',
+]);
+export const MAX_N = 8;
+
+const fail = (param: string, message: string): never => {
+  throw new GatewayError('invalid_request', message, { param });
+};
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const describe = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+
+function num(body: Record<string, unknown>, key: string, min: number, max: number): number | undefined {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v)) return fail(key, `${key} must be a number, got ${describe(v)}.`);
+  if (v < min || v > max) return fail(key, `${key} must be between ${min} and ${max}, got ${v}.`);
+  return v;
+}
+
+function int(body: Record<string, unknown>, key: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v)) return fail(key, `${key} must be an integer, got ${describe(v)}.`);
+  if (v < min || v > max) return fail(key, `${key} must be between ${min} and ${max}, got ${v}.`);
+  return v;
+}
+
+function str(v: unknown, param: string, opts: { max?: number; nonEmpty?: boolean } = {}): string {
+  if (typeof v !== 'string') return fail(param, `${param} must be a string, got ${describe(v)}.`);
+  if (opts.nonEmpty && v.length === 0) return fail(param, `${param} must not be empty.`);
+  if (opts.max !== undefined && v.length > opts.max) return fail(param, `${param} must be at most ${opts.max} characters.`);
+  return v;
+}
+
+function contentParts(v: unknown[], param: string, role: Role): ContentPart[] {
+  return v.map((p, i) => {
+    const at = `${param}.${i}`;
+    if (!isObject(p)) return fail(at, `${at} must be a content part object.`);
+    if (p.type === 'text') {
+      return { type: 'text', text: str(p.text, `${at}.text`) };
+    }
+    if (p.type === 'image_url' && role === 'user') {
+      if (!isObject(p.image_url)) return fail(`${at}.image_url`, `${at}.image_url must be an object with a url.`);
+      const detail = p.image_url.detail;
+      if (detail !== undefined && detail !== 'auto' && detail !== 'low' && detail !== 'high') {
+        return fail(`${at}.image_url.detail`, `${at}.image_url.detail must be auto, low or high.`);
+      }
+      return { type: 'image_url', image_url: { url: str(p.image_url.url, `${at}.image_url.url`, { nonEmpty: true }), ...(detail ? { detail } : {}) } };
+    }
+    return fail(`${at}.type`, `content part type ${JSON.stringify(p.type)} is not supported in a ${role} message.`);
+  });
+}
+
+function toolCalls(v: unknown, param: string): ToolCall[] {
+  if (!Array.isArray(v) || v.length === 0) return fail(param, `${param} must be a non-empty array.`);
+  return v.map((c, i) => {
+    const at = `${param}.${i}`;
+    if (!isObject(c) || c.type !== 'function' || !isObject(c.function)) return fail(at, `${at} must be a function tool call.`);
+    return {
+      id: str(c.id, `${at}.id`, { nonEmpty: true }),
+      type: 'function',
+      function: { name: str(c.function.name, `${at}.function.name`, { nonEmpty: true }), arguments: str(c.function.arguments, `${at}.function.arguments`) },
+    };
+  });
+}
+
+function message(v: unknown, i: number): ChatMessage {
+  const at = `messages.${i}`;
+  if (!isObject(v)) return fail(at, `${at} must be an object.`);
+  for (const k of Object.keys(v)) {
+    if (!['role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal'].includes(k)) return fail(`${at}.${k}`, `${at}.${k} is not a supported message field.`);
+  }
+  if (!ROLES.includes(v.role as Role)) return fail(`${at}.role`, `${at}.role must be one of ${ROLES.join(', ')}.`);
+  const role = v.role as Role;
+  const m: ChatMessage = { role, content: null };
+  if (v.name !== undefined) m.name = str(v.name, `${at}.name`, { max: 256 });
+  if (v.tool_calls !== undefined && v.tool_calls !== null) {
+    if (role !== 'assistant') return fail(`${at}.tool_calls`, 'tool_calls are allowed on assistant messages only.');
+    m.tool_calls = toolCalls(v.tool_calls, `${at}.tool_calls`);
+  }
+  if (role === 'tool') m.tool_call_id = str(v.tool_call_id, `${at}.tool_call_id`, { nonEmpty: true });
+  else if (v.tool_call_id !== undefined) return fail(`${at}.tool_call_id`, 'tool_call_id is allowed on tool messages only.');
+  const c = v.content;
+  if (typeof c === 'string') m.content = c;
+  else if (Array.isArray(c) && c.length > 0) m.content = contentParts(c, `${at}.content`, role);
+  else if ((c === null || c === undefined) && role === 'assistant' && m.tool_calls) m.content = null;
+  else return fail(`${at}.content`, `${at}.content must be a string${role === 'user' ? ' or an array of content parts' : ''}.`);
+  return m;
+}
+
+function tools(v: unknown): ToolDefinition[] {
+  if (!Array.isArray(v)) return fail('tools', 'tools must be an array.');
+  if (v.length > 128) return fail('tools', 'tools must have at most 128 entries.');
+  return v.map((t, i) => {
+    const at = `tools.${i}`;
+    if (!isObject(t) || t.type !== 'function' || !isObject(t.function)) return fail(at, `${at} must be a function tool.`);
+    const f = t.function;
+    if (f.parameters !== undefined && !isObject(f.parameters)) return fail(`${at}.function.parameters`, 'parameters must be a JSON Schema object.');
+    if (f.strict !== undefined && typeof f.strict !== 'boolean') return fail(`${at}.function.strict`, 'strict must be a boolean.');
+    return {
+      type: 'function',
+      function: {
+        name: str(f.name, `${at}.function.name`, { nonEmpty: true, max: 64 }),
+        ...(f.description !== undefined ? { description: str(f.description, `${at}.function.description`) } : {}),
+        ...(f.parameters !== undefined ? { parameters: f.parameters as Record<string, unknown> } : {}),
+        ...(f.strict !== undefined ? { strict: f.strict as boolean } : {}),
+      },
+    };
+  });
+}
+
+function toolChoice(v: unknown): ToolChoice {
+  if (v === 'none' || v === 'auto' || v === 'required') return v;
+  if (isObject(v) && v.type === 'function' && isObject(v.function)) {
+    return { type: 'function', function: { name: str(v.function.name, 'tool_choice.function.name', { nonEmpty: true }) } };
+  }
+  return fail('tool_choice', 'tool_choice must be none, auto, required or {"type":"function","function":{"name":...}}.');
+}
+
+export function parseChatBody(body: unknown): ChatCall {
+  if (!isObject(body)) return fail('body', 'The request body must be a JSON object.');
+  for (const k of Object.keys(body)) {
+    if (!KNOWN.has(k) && !IGNORED.has(k)) return fail(k, `${k} is not a supported field.`);
+  }
+  const model = str(body.model, 'model', { nonEmpty: true, max: 1024 });
+  if (!Array.isArray(body.messages) || body.messages.length === 0) return fail('messages', 'messages must be a non-empty array.');
+  const messages = body.messages.map(message);
+
+  const req: ChatRequest = { messages };
+  const temperature = num(body, 'temperature', 0, 2);
+  if (temperature !== undefined) req.temperature = temperature;
+  const topP = num(body, 'top_p', 0, 1);
+  if (topP !== undefined) req.top_p = topP;
+  const fp = num(body, 'frequency_penalty', -2, 2);
+  if (fp !== undefined) req.frequency_penalty = fp;
+  const pp = num(body, 'presence_penalty', -2, 2);
+  if (pp !== undefined) req.presence_penalty = pp;
+  // Contract: max_tokens is the legacy alias; when both are sent, max_completion_tokens wins.
+  const maxTokens = int(body, 'max_tokens', 1);
+  const maxCompletion = int(body, 'max_completion_tokens', 1);
+  if (maxCompletion !== undefined || maxTokens !== undefined) req.max_completion_tokens = maxCompletion ?? maxTokens;
+
+  if (body.stop !== undefined && body.stop !== null) {
+    // The contract documents an array; a single string (which OpenAI SDKs allow) is taken as one entry.
+    const stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
+    if (!Array.isArray(stop) || stop.length > 4) return fail('stop', 'stop must be an array of at most 4 strings.');
+    req.stop = stop.map((s, i) => str(s, `stop.${i}`, { nonEmpty: true }));
+  }
+  if (body.reasoning_effort !== undefined && body.reasoning_effort !== null) {
+    if (!EFFORTS.includes(body.reasoning_effort as ReasoningEffort)) return fail('reasoning_effort', `reasoning_effort must be one of ${EFFORTS.join(', ')}.`);
+    req.reasoning_effort = body.reasoning_effort as ReasoningEffort;
+  }
+  if (body.response_format !== undefined && body.response_format !== null) {
+    const rf = body.response_format;
+    if (!isObject(rf) || (rf.type !== 'json_object' && rf.type !== 'text') || Object.keys(rf).length !== 1) {
+      return fail('response_format', 'response_format must be {"type":"json_object"} or {"type":"text"}.');
+    }
+    if (rf.type === 'json_object') req.response_format = { type: 'json_object' };
+  }
+  let stream = false;
+  if (body.stream !== undefined && body.stream !== null) {
+    if (typeof body.stream !== 'boolean') return fail('stream', 'stream must be a boolean.');
+    stream = body.stream;
+  }
+  let includeUsage = false;
+  if (body.stream_options !== undefined && body.stream_options !== null) {
+    const so = body.stream_options;
+    if (!stream) return fail('stream_options', 'stream_options is only allowed when stream is true.');
+    if (!isObject(so)) return fail('stream_options', 'stream_options must be an object.');
+    for (const k of Object.keys(so)) if (k !== 'include_usage' && k !== 'include_obfuscation') return fail(`stream_options.${k}`, `stream_options.${k} is not supported.`);
+    if (so.include_usage !== undefined && typeof so.include_usage !== 'boolean') return fail('stream_options.include_usage', 'include_usage must be a boolean.');
+    includeUsage = so.include_usage === true;
+  }
+  const n = int(body, 'n', 1, MAX_N);
+  if (n !== undefined && n > 1) req.n = n;
+  const seed = int(body, 'seed', Number.MIN_SAFE_INTEGER);
+  if (seed !== undefined) req.seed = seed;
+  if (body.user !== undefined && body.user !== null) req.user = str(body.user, 'user', { max: 256 });
+  if (body.tools !== undefined && body.tools !== null) req.tools = tools(body.tools);
+  if (body.tool_choice !== undefined && body.tool_choice !== null) {
+    if (!req.tools) return fail('tool_choice', 'tool_choice needs tools.');
+    req.tool_choice = toolChoice(body.tool_choice);
+  }
+  if (body.parallel_tool_calls !== undefined && body.parallel_tool_calls !== null) {
+    if (typeof body.parallel_tool_calls !== 'boolean') return fail('parallel_tool_calls', 'parallel_tool_calls must be a boolean.');
+    req.parallel_tool_calls = body.parallel_tool_calls;
+  }
+  if (body.logprobs !== undefined && body.logprobs !== null && body.logprobs !== false) return fail('logprobs', 'logprobs is not supported.');
+
+  let inputs: ChatCall['inputs'];
+  if (body.inputs !== undefined && body.inputs !== null) {
+    if (!isObject(body.inputs)) return fail('inputs', 'inputs must be an object of strings, numbers or booleans.');
+    for (const [k, v] of Object.entries(body.inputs)) {
+      if (!['string', 'number', 'boolean'].includes(typeof v)) return fail(`inputs.${k}`, `inputs.${k} must be a string, number or boolean.`);
+    }
+    inputs = body.inputs as ChatCall['inputs'];
+  }
+  return { model, stream, includeUsage, inputs, request: req };
+}
+
+const SESSION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** DESIGN §5: ≤ 128 characters of [A-Za-z0-9._:-]; the same rule applies to feedback's session_id. */
+export function parseSessionId(value: string | string[] | undefined): string | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || !SESSION_ID.test(value)) {
+    throw new GatewayError('invalid_request', 'gateway-session-id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -', { param: 'gateway-session-id' });
+  }
+  return value;
+}

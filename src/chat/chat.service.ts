@@ -1,0 +1,235 @@
+import { Injectable } from '@nestjs/common';
+import { once } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import type { Response } from 'express';
+import { GatewayError } from '../common/errors/gateway-error';
+import type { GatewayRequest } from '../common/http/request-context';
+import type { ModelSpec, TargetRef } from '../config/gateway-config';
+import { LimitsService } from '../limits/limits.service';
+import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
+import { UpstreamError } from '../providers/upstream-error';
+import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import { RoutingService } from '../routing/routing.service';
+import type { RoutingDecision } from '../routing/routing.types';
+import { DecisionTraceWriter } from '../traces/decision-trace.writer';
+import { ChatCall, parseChatBody, parseSessionId } from './chat-request';
+import { ChatIdentity, chunkBody, completionBody, TRAILER_NAMES, usageChunkBody, usageHeaders } from './chat.mapper';
+
+/** Refuses a target whose family cannot take a field the request uses (issue 4 "Request handling"). */
+export function capabilityCheck(req: ChatRequest): CapabilityCheck {
+  const hasImages = req.messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url'));
+  return (caps) => {
+    if (req.tools && !caps.tools) return 'tools';
+    if (req.n && req.n > 1 && !caps.multipleChoices) return 'n';
+    if (req.seed !== undefined && !caps.seed) return 'seed';
+    if (hasImages && !caps.images) return 'messages';
+    if (req.response_format?.type === 'json_object' && !caps.jsonMode) return 'response_format';
+    return undefined;
+  };
+}
+
+const isOutput = (e: StreamEvent) =>
+  e.type === 'finish' || (e.type === 'delta' && (e.content !== undefined || e.reasoning !== undefined || (e.tool_calls?.length ?? 0) > 0));
+
+function costOf(model: ModelSpec, usage?: Usage): number | null {
+  if (!model.cost || !usage) return null;
+  return (usage.prompt_tokens * model.cost.inputPerMtok + usage.completion_tokens * model.cost.outputPerMtok) / 1e6;
+}
+
+interface Opened {
+  iterator: AsyncIterator<StreamEvent>;
+  held: StreamEvent[];
+}
+
+interface Outcome {
+  dispatched?: Dispatched<unknown>;
+  usage?: Usage;
+  finishReason?: string;
+  ttftMs?: number;
+  status: number;
+  errorCode?: string;
+}
+
+/**
+ * `POST /v1/chat/completions` as a straight line (STYLE "What one feature looks like"): validate →
+ * route → limits → dispatch with fallback → map → respond, then one decision trace.
+ */
+@Injectable()
+export class ChatService {
+  constructor(
+    private readonly routing: RoutingService,
+    private readonly dispatcher: DispatcherService,
+    private readonly limits: LimitsService,
+    private readonly traces: DecisionTraceWriter,
+  ) {}
+
+  async complete(req: GatewayRequest, res: Response): Promise<void> {
+    const started = process.hrtime.bigint();
+    const call = parseChatBody(req.body);
+    const sessionId = parseSessionId(req.headers['gateway-session-id']);
+    const caller = req.caller!;
+    const decision = this.routing.route({
+      caller,
+      model: call.model,
+      messages: call.request.messages,
+      inputs: call.inputs,
+      sessionId,
+      requestId: req.facts.requestId,
+      mode: 'live',
+    });
+    const outcome: Outcome = { status: 200 };
+    try {
+      await this.limits.checkKeyRate(caller, 'chat');
+      await this.limits.checkMonthly(caller);
+      const request: ChatRequest = { ...call.request, messages: decision.messages };
+      const abort = new AbortController();
+      res.on('close', () => {
+        if (!res.writableFinished) abort.abort();
+      });
+      if (call.stream) await this.stream(req, res, call, request, decision, abort.signal, outcome, started);
+      else await this.json(req, res, request, decision, abort.signal, outcome);
+    } catch (err) {
+      if (err instanceof ClientGoneError) {
+        outcome.status = 499;
+        outcome.errorCode = 'client_closed';
+        return;
+      }
+      outcome.status = err instanceof GatewayError ? err.status : 500;
+      outcome.errorCode = err instanceof GatewayError ? err.code : 'internal';
+      throw err;
+    } finally {
+      this.trace(req, decision, sessionId, outcome, started);
+    }
+  }
+
+  private async json(req: GatewayRequest, res: Response, request: ChatRequest, decision: RoutingDecision, signal: AbortSignal, outcome: Outcome): Promise<void> {
+    const d = await this.dispatcher.run(decision.plan, signal, capabilityCheck(request), (adapter, target) =>
+      adapter.chat(request, { target, signal, requestId: req.facts.requestId }),
+    );
+    outcome.dispatched = d;
+    outcome.usage = d.value.usage;
+    outcome.finishReason = d.value.choices[0]?.finish_reason;
+    this.served(req, res, d.target, d.fallbackUsed);
+    const h = usageHeaders(d.value.usage, d.value.timing);
+    for (const [k, v] of Object.entries(h)) res.setHeader(k, v);
+    res.status(200).json(completionBody(this.identity(d.target), d.value));
+  }
+
+  private async stream(
+    req: GatewayRequest,
+    res: Response,
+    call: ChatCall,
+    request: ChatRequest,
+    decision: RoutingDecision,
+    signal: AbortSignal,
+    outcome: Outcome,
+    started: bigint,
+  ): Promise<void> {
+    // Fallback stays transparent until the first output: the stream is held until then (DESIGN §5).
+    const d = await this.dispatcher.run<Opened>(decision.plan, signal, capabilityCheck(request), async (adapter, target) => {
+      const iterator = (await adapter.chatStream(request, { target, signal, requestId: req.facts.requestId }))[Symbol.asyncIterator]();
+      const held: StreamEvent[] = [];
+      for (;;) {
+        const r = await iterator.next();
+        if (r.done) throw new UpstreamError('protocol', 'the stream ended before any output');
+        held.push(r.value);
+        if (isOutput(r.value)) return { iterator, held };
+      }
+    });
+    outcome.dispatched = d;
+    outcome.ttftMs = Number(process.hrtime.bigint() - started) / 1e6;
+    this.served(req, res, d.target, d.fallbackUsed);
+    res.status(200);
+    res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+    res.setHeader('Cache-Control', 'no-cache');
+    res.setHeader('X-Accel-Buffering', 'no');
+    res.setHeader('Trailer', TRAILER_NAMES.join(', '));
+    req.socket.setNoDelay(true);
+    res.flushHeaders();
+
+    const idn = this.identity(d.target);
+    let first = true;
+    let timing;
+    const write = async (payload: string) => {
+      if (!res.write(payload)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+      if (signal.aborted) throw new ClientGoneError();
+    };
+    const emit = async (e: StreamEvent) => {
+      if (e.type === 'usage') {
+        outcome.usage = e.usage;
+        timing = e.timing;
+        return;
+      }
+      if (e.type === 'finish') outcome.finishReason = e.finish_reason;
+      const chunk = chunkBody(idn, e, first);
+      first = false;
+      if (chunk) await write(`data: ${JSON.stringify(chunk)}\n\n`);
+    };
+    try {
+      for (const e of d.value.held) await emit(e);
+      for (;;) {
+        const r = await d.value.iterator.next();
+        if (r.done) break;
+        await emit(r.value);
+      }
+    } catch (err) {
+      if (err instanceof ClientGoneError || signal.aborted) throw new ClientGoneError();
+      if (!(err instanceof UpstreamError)) throw err;
+      // After the first byte there is no fallback: one error event, then close without [DONE].
+      outcome.status = 502;
+      outcome.errorCode = err.kind === 'timeout' ? 'upstream_timeout' : 'upstream_error';
+      const code = outcome.errorCode as 'upstream_timeout' | 'upstream_error';
+      res.write(`data: ${JSON.stringify(new GatewayError(code, 'The upstream provider failed mid-stream.').toBody())}\n\n`);
+      res.end();
+      return;
+    }
+    if (call.includeUsage && outcome.usage) await write(`data: ${JSON.stringify(usageChunkBody(idn, outcome.usage, timing))}\n\n`);
+    res.write('data: [DONE]\n\n');
+    res.addTrailers(usageHeaders(outcome.usage, timing));
+    res.end();
+  }
+
+  private served(req: GatewayRequest, res: Response, target: TargetRef, fallbackUsed: boolean): void {
+    req.facts.provider = target.provider;
+    req.facts.model = target.model;
+    req.facts.fallbackUsed = fallbackUsed;
+    res.setHeader('Gateway-Provider', target.provider);
+    res.setHeader('Gateway-Model', target.model);
+    res.setHeader('Gateway-Fallback-Used', String(fallbackUsed));
+  }
+
+  private identity(target: TargetRef): ChatIdentity {
+    return { id: `chatcmpl-${randomBytes(12).toString('base64url')}`, created: Math.floor(Date.now() / 1000), model: target.model };
+  }
+
+  private trace(req: GatewayRequest, decision: RoutingDecision, sessionId: string | null, o: Outcome, started: bigint): void {
+    const d = o.dispatched;
+    this.traces.record({
+      requestId: req.facts.requestId,
+      orgId: req.caller!.orgId,
+      apiKeyId: req.caller!.keyId,
+      sessionId,
+      endpoint: 'chat',
+      requestedModel: decision.requestedModel,
+      route: decision.rule.name,
+      strategy: decision.strategyId,
+      candidates: decision.candidates.map((c) => ({ provider: c.provider, model: c.model, score: c.score })),
+      selectedProvider: d?.target.provider ?? null,
+      selectedModel: d?.target.model ?? null,
+      fallbackUsed: d?.fallbackUsed ?? false,
+      attempts: d?.attempts ?? 0,
+      experimentId: null,
+      experimentArm: null,
+      status: o.status,
+      errorCode: o.errorCode ?? null,
+      latencyMs: Number(process.hrtime.bigint() - started) / 1e6,
+      ttftMs: o.ttftMs ?? null,
+      promptTokens: o.usage?.prompt_tokens ?? null,
+      completionTokens: o.usage?.completion_tokens ?? null,
+      reasoningTokens: o.usage?.reasoning_tokens ?? null,
+      costUsd: d ? costOf(d.upstream.model, o.usage) : null,
+      finishReason: o.finishReason ?? null,
+      createdAt: new Date(),
+    });
+  }
+}

@@ -1,0 +1,7 @@
+import { Module } from '@nestjs/common';
+import { LimitsService } from './limits.service';
+import { MonthlyUsageRepository } from './monthly-usage.repository';
+
+/** Per-key rate limits and per-organisation monthly limits (DESIGN §5, §10). */
+@Module({ providers: [LimitsService, MonthlyUsageRepository], exports: [LimitsService] })
+export class LimitsModule {}

@@ -1,0 +1,222 @@
+import { Injectable, OnModuleDestroy, Optional } from '@nestjs/common';
+import { Counter, Gauge } from 'prom-client';
+import type { Logger } from 'pino';
+import { AppLogger } from '../../common/logging/logger';
+import { ThrottledWarning } from '../../common/logging/throttled-warning';
+import { AppConfig } from '../../config/app-config';
+import { MetricsService } from '../../metrics/metrics.service';
+import { BreakerDecision, BreakerOp, BreakerParams, CacheStore } from '../../stores/cache/cache-store';
+import { MemoryCacheStore } from '../../stores/cache/memory-cache.store';
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+export type BreakerPermit = 'allow' | 'probe' | 'reject';
+
+export interface ProviderBreakerState {
+  state: BreakerState;
+  /** ISO time the open period ends (open) or ended (half-open); absent while closed. */
+  openUntil?: string;
+  consecutiveFailures: number;
+}
+
+/**
+ * Tuning of the breakers. The defaults are issue 4's ("Routing"): 5 consecutive failures, or
+ * >= 50 % of >= 20 requests in 10 s; open 5 s × 2^(openings−1), capped at 60 s, ±20 % jitter.
+ */
+export class CircuitBreakerOptions {
+  failureThreshold?: number;
+  windowMs?: number;
+  /** The failure-rate window is kept in this many buckets (10 → 1 s resolution). */
+  buckets?: number;
+  minRequests?: number;
+  failureRatio?: number;
+  baseOpenMs?: number;
+  maxOpenMs?: number;
+  jitter?: number;
+  /**
+   * A half-open probe holds its lease this long at most, so a replica that crashed mid-probe does
+   * not block the provider forever. Default 60 s: the default time to first token of an upstream.
+   */
+  probeLeaseMs?: number;
+  /** State left alone this long is forgotten (closed, openings reset). */
+  idleTtlMs?: number;
+  /** After a shared-store failure the local breaker answers alone this long, so an outage costs one timeout, not one per call. */
+  storeRetryMs?: number;
+  /** Uniform in [0, 1): the jitter draw (tests fix it). */
+  random?: () => number;
+  /** Clock of the local fallback breaker (tests move it). */
+  now?: () => number;
+  /** Degradation log interval. */
+  logIntervalMs?: number;
+}
+
+const DEFAULTS = {
+  failureThreshold: 5,
+  windowMs: 10_000,
+  buckets: 10,
+  minRequests: 20,
+  failureRatio: 0.5,
+  baseOpenMs: 5_000,
+  maxOpenMs: 60_000,
+  jitter: 0.2,
+  probeLeaseMs: 60_000,
+  idleTtlMs: 600_000,
+  storeRetryMs: 1_000,
+  logIntervalMs: 30_000,
+};
+
+const STATE_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
+
+/** Keys of one provider share its hash tag (DESIGN §2, Redis Cluster). */
+export const breakerKey = (providerId: string): string => `cb:{provider:${providerId}}`;
+
+/**
+ * Circuit breaker per provider (issue 4 "Routing"). The state lives in the cache store, changed by
+ * one atomic script per step (lua/breaker.lua), so replicas agree on it. When the cache store
+ * fails, an in-process breaker with the same semantics takes over for this replica (DESIGN §10:
+ * "breaker state stays local"), counted in metrics and logged at most once per interval. No
+ * method ever throws: a breaker that cannot decide lets the request through.
+ */
+@Injectable()
+export class CircuitBreakerService implements OnModuleDestroy {
+  private readonly o: typeof DEFAULTS & Pick<CircuitBreakerOptions, 'random' | 'now'>;
+  private readonly local: MemoryCacheStore;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private sharedRetryAt = 0;
+  private readonly warning: ThrottledWarning;
+  private readonly log: Logger;
+  private readonly stateGauge: Gauge<'provider'>;
+  private readonly openings: Counter<'provider'>;
+  private readonly localAnswers: Counter<'provider'>;
+
+  constructor(
+    private readonly shared: CacheStore,
+    private readonly metrics: MetricsService,
+    logger: AppLogger,
+    private readonly config: AppConfig,
+    @Optional() options?: CircuitBreakerOptions,
+  ) {
+    this.o = { ...DEFAULTS, ...stripUndefined(options ?? {}) };
+    this.now = this.o.now ?? Date.now;
+    this.random = this.o.random ?? Math.random;
+    this.local = new MemoryCacheStore({ now: this.now, maxEntries: 10_000 });
+    this.log = logger.pino;
+    this.warning = new ThrottledWarning(logger.pino, this.o.logIntervalMs);
+    this.stateGauge = new Gauge({
+      name: 'gateway_circuit_breaker_state',
+      help: 'Circuit breaker state per provider as last seen by this replica: 0 closed, 1 half-open, 2 open',
+      labelNames: ['provider'] as const,
+      registers: [metrics.registry],
+    });
+    this.openings = new Counter({
+      name: 'gateway_circuit_breaker_openings_total',
+      help: 'Circuit breaker openings per provider (counted by the replica whose report opened it)',
+      labelNames: ['provider'] as const,
+      registers: [metrics.registry],
+    });
+    this.localAnswers = new Counter({
+      name: 'gateway_circuit_breaker_local_fallbacks_total',
+      help: 'Breaker steps answered by the in-process breaker because the cache store failed',
+      labelNames: ['provider'] as const,
+      registers: [metrics.registry],
+    });
+    for (const id of Object.keys(config.gateway.providers)) this.stateGauge.set({ provider: id }, 0);
+  }
+
+  /** 'allow' (closed), 'probe' (you hold the half-open probe lease), or 'reject' (open, or half-open with a probe already out). */
+  async acquire(providerId: string): Promise<BreakerPermit> {
+    const d = await this.step(providerId, 'acquire');
+    // A breaker that cannot decide must not take a provider out of service.
+    return d?.permit ?? 'allow';
+  }
+
+  /** Report the attempt's outcome; `probe` = the permit was 'probe'. Only failures that are fallback triggers count (the caller decides). */
+  async record(providerId: string, ok: boolean, probe: boolean): Promise<void> {
+    const op: BreakerOp = probe ? (ok ? 'probe_success' : 'probe_failure') : ok ? 'success' : 'failure';
+    await this.step(providerId, op);
+  }
+
+  /** For /health/providers and explain: current state per configured provider id. */
+  async states(): Promise<Record<string, ProviderBreakerState>> {
+    const ids = Object.keys(this.config.gateway.providers);
+    const decisions = await Promise.all(ids.map((id) => this.step(id, 'state')));
+    const out: Record<string, ProviderBreakerState> = {};
+    ids.forEach((id, i) => {
+      const d = decisions[i];
+      if (!d) out[id] = { state: 'closed', consecutiveFailures: 0 };
+      else {
+        out[id] = { state: d.state, consecutiveFailures: d.consecutiveFailures };
+        if (d.openUntil !== null) out[id].openUntil = new Date(d.openUntil).toISOString();
+      }
+    });
+    return out;
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.local.close();
+  }
+
+  /** One step on the shared breaker, else on the local one; undefined when neither answered. */
+  private async step(providerId: string, op: BreakerOp): Promise<BreakerDecision | undefined> {
+    const key = breakerKey(providerId);
+    let d: BreakerDecision | undefined;
+    if (this.now() >= this.sharedRetryAt) {
+      try {
+        d = await this.shared.breaker(key, op, this.params());
+      } catch (err) {
+        this.sharedRetryAt = this.now() + this.o.storeRetryMs;
+        this.degraded(providerId, err);
+      }
+    } else {
+      this.localAnswers.inc({ provider: providerId });
+    }
+    if (!d) {
+      try {
+        d = await this.local.breaker(key, op, this.params());
+      } catch (err) {
+        this.warning.warn('circuit-breaker.failed', err, { provider: providerId });
+        return undefined;
+      }
+    }
+    this.observe(providerId, d);
+    return d;
+  }
+
+  private params(): BreakerParams {
+    const r = this.random();
+    return {
+      failureThreshold: this.o.failureThreshold,
+      windowMs: this.o.windowMs,
+      buckets: this.o.buckets,
+      minRequests: this.o.minRequests,
+      failureRatio: this.o.failureRatio,
+      baseOpenMs: this.o.baseOpenMs,
+      maxOpenMs: this.o.maxOpenMs,
+      jitter: this.o.jitter,
+      random: r >= 0 && r < 1 ? r : 0.5,
+      probeLeaseMs: this.o.probeLeaseMs,
+      ttlMs: this.o.idleTtlMs,
+    };
+  }
+
+  private observe(providerId: string, d: BreakerDecision): void {
+    this.stateGauge.set({ provider: providerId }, STATE_VALUE[d.state]);
+    if (d.opened) {
+      this.openings.inc({ provider: providerId });
+      this.log.warn(
+        { topic: 'circuit-breaker', provider: providerId, openings: d.openings, open_until: d.openUntil === null ? null : new Date(d.openUntil).toISOString() },
+        'circuit breaker opened',
+      );
+    }
+  }
+
+  private degraded(providerId: string, err: unknown): void {
+    this.metrics.storeErrors.inc({ store: 'cache' });
+    this.localAnswers.inc({ provider: providerId });
+    this.warning.warn('cache-store:circuit-breaker', err, { fallback: 'local breaker' });
+  }
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,133 @@
+import { Injectable } from '@nestjs/common';
+import { Counter } from 'prom-client';
+import { GatewayError } from '../common/errors/gateway-error';
+import type { TargetRef } from '../config/gateway-config';
+import { MetricsService } from '../metrics/metrics.service';
+import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import type { AdapterCapabilities, ProviderAdapter, UpstreamTarget } from '../providers/provider-adapter';
+import { ProviderRegistry } from '../providers/provider-registry';
+import { UpstreamError } from '../providers/upstream-error';
+
+/** The request can't be served by this target (a capability it lacks); names the request field. */
+export type CapabilityCheck = (caps: AdapterCapabilities) => string | undefined;
+
+export interface Dispatched<T> {
+  value: T;
+  target: TargetRef;
+  upstream: UpstreamTarget;
+  /** Upstream calls made, the successful one included. */
+  attempts: number;
+  /** A target before the one that served was unavailable (failed, or its breaker open). */
+  fallbackUsed: boolean;
+}
+
+/** The client went away: nothing more is tried and nothing can be sent. */
+export class ClientGoneError extends Error {
+  constructor() {
+    super('client went away');
+  }
+}
+
+/**
+ * DESIGN §5 "fallback triggers": network error, timeout, 408, 409, 429, 5xx, and 401/403 (the
+ * provider is misconfigured). A broken stream (protocol) counts as a server fault. Other 4xx are the
+ * request's fault: no fallback, 400 `upstream_invalid_request`.
+ */
+export function isFallbackTrigger(err: UpstreamError): boolean {
+  if (err.kind === 'network' || err.kind === 'timeout' || err.kind === 'protocol') return true;
+  if (err.kind !== 'status' || err.status === undefined) return false;
+  const s = err.status;
+  return s === 408 || s === 409 || s === 429 || s >= 500 || s === 401 || s === 403;
+}
+
+/**
+ * Tries the plan's targets in order, each at most once, under the circuit breakers; the first
+ * success wins. Used by chat (JSON and streams, where "success" means the stream produced its first
+ * output) and by embeddings.
+ */
+@Injectable()
+export class DispatcherService {
+  private readonly attemptsTotal: Counter<'provider' | 'outcome'>;
+  private readonly fallbacks: Counter;
+
+  constructor(
+    private readonly registry: ProviderRegistry,
+    private readonly breakers: CircuitBreakerService,
+    metrics: MetricsService,
+  ) {
+    this.attemptsTotal = new Counter({
+      name: 'gateway_upstream_attempts_total',
+      help: 'Upstream attempts by provider and outcome',
+      labelNames: ['provider', 'outcome'] as const,
+      registers: [metrics.registry],
+    });
+    this.fallbacks = new Counter({ name: 'gateway_fallbacks_total', help: 'Requests served by a fallback target', registers: [metrics.registry] });
+  }
+
+  async run<T>(
+    plan: readonly TargetRef[],
+    signal: AbortSignal,
+    supports: CapabilityCheck,
+    attempt: (adapter: ProviderAdapter, target: UpstreamTarget) => Promise<T>,
+  ): Promise<Dispatched<T>> {
+    let attempts = 0;
+    let unavailable = false;
+    let breakerRejected = 0;
+    let unsupported: string | undefined;
+    let supportedTargets = 0;
+    let last: UpstreamError | undefined;
+
+    for (const ref of plan) {
+      if (signal.aborted) throw new ClientGoneError();
+      const upstream = this.registry.target(ref);
+      const adapter = this.registry.adapterFor(upstream.provider);
+      const lacking = supports(adapter.capabilities(upstream));
+      if (lacking) {
+        unsupported ??= lacking;
+        continue;
+      }
+      supportedTargets++;
+      const permit = await this.breakers.acquire(ref.provider);
+      if (permit === 'reject') {
+        breakerRejected++;
+        unavailable = true;
+        this.attemptsTotal.inc({ provider: ref.provider, outcome: 'breaker_open' });
+        continue;
+      }
+      attempts++;
+      try {
+        const value = await attempt(adapter, upstream);
+        void this.breakers.record(ref.provider, true, permit === 'probe');
+        this.attemptsTotal.inc({ provider: ref.provider, outcome: 'ok' });
+        if (unavailable) this.fallbacks.inc();
+        return { value, target: ref, upstream, attempts, fallbackUsed: unavailable };
+      } catch (err) {
+        if (signal.aborted || (err instanceof UpstreamError && err.kind === 'aborted')) {
+          this.attemptsTotal.inc({ provider: ref.provider, outcome: 'aborted' });
+          throw new ClientGoneError();
+        }
+        if (!(err instanceof UpstreamError)) throw err;
+        if (!isFallbackTrigger(err)) {
+          // The request's fault, not the provider's: the breaker is not charged.
+          void this.breakers.record(ref.provider, true, permit === 'probe');
+          this.attemptsTotal.inc({ provider: ref.provider, outcome: 'rejected' });
+          throw new GatewayError('upstream_invalid_request', `The upstream provider rejected the request (status ${err.status}).`, { cause: err });
+        }
+        void this.breakers.record(ref.provider, false, permit === 'probe');
+        this.attemptsTotal.inc({ provider: ref.provider, outcome: err.kind });
+        last = err;
+        unavailable = true;
+      }
+    }
+
+    if (supportedTargets === 0 && unsupported) {
+      throw new GatewayError('invalid_request', `No provider for this model supports ${unsupported}.`, { param: unsupported });
+    }
+    if (attempts === 0 && breakerRejected > 0) {
+      throw new GatewayError('providers_unavailable', undefined, { headers: { 'Retry-After': '5' } });
+    }
+    if (last?.kind === 'timeout') throw new GatewayError('upstream_timeout', undefined, { cause: last });
+    const status = last?.status ? `last upstream status ${last.status}` : `last failure: ${last?.kind ?? 'none'}`;
+    throw new GatewayError('upstream_error', `The upstream providers failed (${status}).`, { cause: last });
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * What is recorded about one request (DESIGN §7). Deliberately no prompt or completion text: the
+ * type has no field that could carry it.
+ */
+export interface DecisionTrace {
+  requestId: string;
+  orgId: string;
+  apiKeyId: string;
+  sessionId: string | null;
+  endpoint: 'chat' | 'embeddings';
+  requestedModel: string;
+  route: string | null;
+  strategy: string | null;
+  candidates: Array<{ provider: string; model: string; score: number | null }> | null;
+  selectedProvider: string | null;
+  selectedModel: string | null;
+  fallbackUsed: boolean;
+  attempts: number;
+  experimentId: string | null;
+  experimentArm: string | null;
+  status: number;
+  errorCode: string | null;
+  latencyMs: number;
+  ttftMs: number | null;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  reasoningTokens: number | null;
+  costUsd: number | null;
+  finishReason: string | null;
+  createdAt: Date;
+}
+
+/**
+ * Where decision traces go (DESIGN §2: "Decision traces go through a sink port: Postgres now; a
+ * column store is the planned adapter"). `write` stores a whole batch or rejects.
+ */
+export abstract class DecisionTraceSink {
+  abstract write(traces: readonly DecisionTrace[]): Promise<void>;
+}
