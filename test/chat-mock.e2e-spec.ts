@@ -191,3 +191,32 @@ describe('errors through the SDK', () => {
     expect(Number(err.headers?.get('retry-after'))).toBeGreaterThan(0);
   });
 });
+
+describe('decision traces', () => {
+  it('records one trace per request with the session id and outcome, and no message text', async () => {
+    const { DecisionTraceWriter } = await import('../src/traces/decision-trace.writer');
+    const { SqlStore } = await import('../src/stores/sql/sql-store');
+    await client.chat.completions.create(
+      { model: 'broken,fast', messages: user('TRACE-MARKER-4411 please') },
+      { headers: { 'gateway-session-id': 'sess-trace-1', 'x-request-id': 'req-trace-1' } },
+    );
+    await t.app.get(DecisionTraceWriter).flush();
+    const rows = (await t.app.get(SqlStore).query<Record<string, unknown>>('SELECT * FROM decision_traces WHERE request_id = $1', ['req-trace-1'])).rows;
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({
+      org_id: 'acme',
+      api_key_id: 'acme-rw',
+      session_id: 'sess-trace-1',
+      endpoint: 'chat',
+      requested_model: 'broken,fast',
+      selected_provider: 'mock',
+      selected_model: 'fast',
+      fallback_used: true,
+      attempts: 2,
+      status: 200,
+      finish_reason: 'stop',
+    });
+    expect(Number(rows[0].cost_usd)).toBeGreaterThan(0);
+    expect(JSON.stringify(rows[0])).not.toContain('TRACE-MARKER-4411');
+  });
+});
