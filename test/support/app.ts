@@ -57,6 +57,8 @@ export interface TestAppOptions {
   env?: Record<string, string>;
   /** Test-only controllers mounted beside the real ones (probe routes for cross-cutting pieces). */
   controllers?: Type<unknown>[];
+  /** Feature modules to import beside AppModule (for a module not yet wired into AppModule). */
+  modules?: Type<unknown>[];
 }
 
 export interface TestApp {
@@ -83,7 +85,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     },
   });
   const logger = { pino: createLogger('info', sink) };
-  let builder = Test.createTestingModule({ imports: [AppModule.forRoot(config, logger)], controllers: opts.controllers ?? [] });
+  let builder = Test.createTestingModule({ imports: [AppModule.forRoot(config, logger), ...(opts.modules ?? [])], controllers: opts.controllers ?? [] });
   if (!config.env.databaseUrl) builder = builder.overrideProvider(SqlStore).useValue(await createTestPglite());
   const moduleRef = await builder.compile();
   const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
