@@ -1,4 +1,6 @@
 import OpenAI from 'openai';
+import { SqlStore } from '../src/stores/sql/sql-store';
+import { DecisionTraceWriter } from '../src/traces/decision-trace.writer';
 import { PRO_KEY, startTestApp, TestApp } from './support/app';
 
 /** The chat path end to end through the official `openai` SDK, on the offline `mock` family. */
@@ -194,8 +196,6 @@ describe('errors through the SDK', () => {
 
 describe('decision traces', () => {
   it('records one trace per request with the session id and outcome, and no message text', async () => {
-    const { DecisionTraceWriter } = await import('../src/traces/decision-trace.writer');
-    const { SqlStore } = await import('../src/stores/sql/sql-store');
     await client.chat.completions.create(
       { model: 'broken,fast', messages: user('TRACE-MARKER-4411 please') },
       { headers: { 'gateway-session-id': 'sess-trace-1', 'x-request-id': 'req-trace-1' } },
