@@ -6,6 +6,7 @@ import { GatewayExceptionFilter } from './common/errors/gateway-exception.filter
 import { JsonBodyInterceptor } from './common/http/json-body.interceptor';
 import { RequestContextMiddleware } from './common/http/request-context.middleware';
 import { ChatModule } from './chat/chat.module';
+import { EmbeddingsModule } from './embeddings/embeddings.module';
 import { AppLogger } from './common/logging/logger';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -29,6 +30,7 @@ export class AppModule implements NestModule {
         TenancyModule,
         HealthModule,
         ChatModule,
+        EmbeddingsModule,
       ],
       providers: [
         // The API-key guard lives here, where TenancyModule provides its authenticator.

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { Response } from 'express';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { GatewayRequest } from '../common/http/request-context';
+import { setServedHeaders } from '../common/http/served-headers';
 import type { ModelSpec, TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
 import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
@@ -109,7 +110,7 @@ export class ChatService {
     outcome.dispatched = d;
     outcome.usage = d.value.usage;
     outcome.finishReason = d.value.choices[0]?.finish_reason;
-    this.served(req, res, d.target, d.fallbackUsed);
+    setServedHeaders(req, res, d.target, d.fallbackUsed);
     const h = usageHeaders(d.value.usage, d.value.timing);
     for (const [k, v] of Object.entries(h)) res.setHeader(k, v);
     res.status(200).json(completionBody(this.identity(d.target), d.value));
@@ -138,7 +139,7 @@ export class ChatService {
     });
     outcome.dispatched = d;
     outcome.ttftMs = Number(process.hrtime.bigint() - started) / 1e6;
-    this.served(req, res, d.target, d.fallbackUsed);
+    setServedHeaders(req, res, d.target, d.fallbackUsed);
     res.status(200);
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     res.setHeader('Cache-Control', 'no-cache');
@@ -187,15 +188,6 @@ export class ChatService {
     res.write('data: [DONE]\n\n');
     res.addTrailers(usageHeaders(outcome.usage, timing));
     res.end();
-  }
-
-  private served(req: GatewayRequest, res: Response, target: TargetRef, fallbackUsed: boolean): void {
-    req.facts.provider = target.provider;
-    req.facts.model = target.model;
-    req.facts.fallbackUsed = fallbackUsed;
-    res.setHeader('Gateway-Provider', target.provider);
-    res.setHeader('Gateway-Model', target.model);
-    res.setHeader('Gateway-Fallback-Used', String(fallbackUsed));
   }
 
   private identity(target: TargetRef): ChatIdentity {

@@ -1,0 +1,15 @@
+import type { Response } from 'express';
+import type { GatewayRequest } from './request-context';
+
+/**
+ * The contract's `Gateway-Provider`, `Gateway-Model`, `Gateway-Fallback-Used` headers for the
+ * (provider, catalogue model) pair that served, also copied into the request facts for the access log.
+ */
+export function setServedHeaders(req: GatewayRequest, res: Response, served: { provider: string; model: string }, fallbackUsed: boolean): void {
+  req.facts.provider = served.provider;
+  req.facts.model = served.model;
+  req.facts.fallbackUsed = fallbackUsed;
+  res.setHeader('Gateway-Provider', served.provider);
+  res.setHeader('Gateway-Model', served.model);
+  res.setHeader('Gateway-Fallback-Used', String(fallbackUsed));
+}

@@ -1,0 +1,17 @@
+import { Controller, Post, Req, Res } from '@nestjs/common';
+import type { Response } from 'express';
+import { JsonBody, MiB } from '../common/http/json-body.decorator';
+import type { GatewayRequest } from '../common/http/request-context';
+import { EmbeddingsService } from './embeddings.service';
+
+@Controller('v1')
+export class EmbeddingsController {
+  constructor(private readonly embeddings: EmbeddingsService) {}
+
+  /** The chat route's 4 MiB cap (README "Errors"); bad JSON and bad fields are 400 `invalid_request`. */
+  @Post('embeddings')
+  @JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' })
+  embed(@Req() req: GatewayRequest, @Res() res: Response): Promise<void> {
+    return this.embeddings.embed(req, res);
+  }
+}
