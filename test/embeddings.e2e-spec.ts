@@ -1,5 +1,4 @@
 import OpenAI from 'openai';
-import { EmbeddingsModule } from '../src/embeddings/embeddings.module';
 import { MAX_INPUTS } from '../src/embeddings/embeddings-request';
 import { SqlStore } from '../src/stores/sql/sql-store';
 import { DecisionTraceWriter } from '../src/traces/decision-trace.writer';
