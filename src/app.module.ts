@@ -7,6 +7,7 @@ import { JsonBodyInterceptor } from './common/http/json-body.interceptor';
 import { RequestContextMiddleware } from './common/http/request-context.middleware';
 import { ChatModule } from './chat/chat.module';
 import { EmbeddingsModule } from './embeddings/embeddings.module';
+import { ExperimentsModule } from './experiments/experiments.module';
 import { AppLogger } from './common/logging/logger';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -31,6 +32,7 @@ export class AppModule implements NestModule {
         HealthModule,
         ChatModule,
         EmbeddingsModule,
+        ExperimentsModule,
       ],
       providers: [
         // The API-key guard lives here, where TenancyModule provides its authenticator.

@@ -1,0 +1,294 @@
+import { Injectable, Optional } from '@nestjs/common';
+import { assertUnreachable } from '../common/errors/error-catalogue';
+import { GatewayError } from '../common/errors/gateway-error';
+import type { Caller } from '../common/http/request-context';
+import { AppLogger } from '../common/logging/logger';
+import { ThrottledWarning } from '../common/logging/throttled-warning';
+import { AppConfig } from '../config/app-config';
+import type { TargetRef } from '../config/gateway-config';
+import { MetricsService } from '../metrics/metrics.service';
+import { CacheStore, type WindowDecision } from '../stores/cache/cache-store';
+import type { SqlExecutor } from '../stores/sql/sql-store';
+import type { CreateExperimentDto, TargetDto } from './dto/create-experiment.dto';
+import { DEFAULT_STOP_RULE, type ExperimentRecord, type NewExperiment } from './experiment.record';
+import { ExperimentsRepository } from './experiments.repository';
+
+export class ExperimentsOptions {
+  /** Milliseconds since the epoch (tests move it). */
+  now?: () => number;
+  /** How long `activeFor` serves an organisation's active experiments from process memory. */
+  activeCacheTtlMs?: number;
+}
+
+/** Aggregate quality and cost of an ended experiment (contract: fields not shown; the stop-rule job fills it). */
+export type ExperimentSummary = Record<string, unknown>;
+
+const CREATE_WINDOW_MS = 3_600_000;
+const ACTIVE_CACHE_MAX_ORGS = 10_000;
+const DEFAULT_ACTIVE_CACHE_TTL_MS = 1_000;
+/** Byte-identical for a missing, malformed or foreign id (contract, rollback 404). */
+const NOT_FOUND_MESSAGE = 'No experiment with this id in the organisation.';
+const STORE_DOWN_MESSAGE = 'The experiments store is unavailable.';
+
+/** The create budget's sliding window; the hash tag keeps the key on the organisation's slot (DESIGN §2). */
+const createsKey = (orgId: string): string => `exp:{org:${orgId}}:creates`;
+
+/**
+ * The Experiments API's rules (contract "Experiments", DESIGN §5): validation beyond the DTO, the
+ * per-organisation create budget, the state table, and lifecycle events written in the same
+ * transaction as the state change they record (DESIGN §7). Every analytics-store failure is 503
+ * `internal` and, the transaction being rolled back, changes nothing (DESIGN §10).
+ *
+ * Create budget (`limits.experiment_creates_per_hour`, default 20 per organisation): a sliding
+ * window in the cache store, spent by every create that passed validation (so 409s count). When the
+ * cache store fails, the budget is decided in the analytics store instead: inside the create's own
+ * transaction, under a per-organisation advisory lock, the experiments created in the last hour are
+ * counted. That is shared by every replica and never unlimited; it counts created experiments only.
+ */
+@Injectable()
+export class ExperimentsService {
+  private readonly now: () => number;
+  private readonly activeTtlMs: number;
+  private readonly warning: ThrottledWarning;
+  private readonly active = new Map<string, { at: number; list: readonly ExperimentRecord[] }>();
+
+  constructor(
+    private readonly repo: ExperimentsRepository,
+    private readonly cache: CacheStore,
+    private readonly config: AppConfig,
+    private readonly metrics: MetricsService,
+    logger: AppLogger,
+    @Optional() options?: ExperimentsOptions,
+  ) {
+    this.now = options?.now ?? Date.now;
+    this.activeTtlMs = options?.activeCacheTtlMs ?? DEFAULT_ACTIVE_CACHE_TTL_MS;
+    this.warning = new ThrottledWarning(logger.pino);
+  }
+
+  /** The caller's organisation's experiments, newest first. */
+  list(caller: Caller): Promise<ExperimentRecord[]> {
+    return this.analytics(() => this.repo.listForOrg(caller.orgId));
+  }
+
+  /**
+   * DESIGN §5 order after the guards and the body cap: schema (DTO) → catalogue, pair and stop-rule
+   * rules (`invalid_body`) → `invalid_traffic_pct` → budget (429) → one active per pair (409, held
+   * by the database's unique index, so concurrent creates on any replica cannot both win).
+   */
+  async create(caller: Caller, dto: CreateExperimentDto): Promise<ExperimentRecord> {
+    const input = this.validate(caller, dto);
+    const budgetShared = await this.spendCreateBudget(caller.orgId);
+    const record = await this.analytics(() =>
+      this.repo.transaction(async (tx) => {
+        if (!budgetShared) await this.checkCreateBudgetInStore(caller.orgId, tx);
+        const created = await this.repo.insertActive(input, tx);
+        if (!created) throw new GatewayError('active_already_exists');
+        const stopRule = { min_n: input.stopRule.minN, max_regression: input.stopRule.maxRegression };
+        await this.repo.insertEvent(
+          {
+            experimentId: created.id,
+            orgId: created.orgId,
+            kind: 'created',
+            actorApiKeyId: caller.keyId,
+            detail: { type: created.type, traffic_pct: created.trafficPct, baseline: created.baseline, candidate: created.candidate, stop_rule: stopRule },
+          },
+          tx,
+        );
+        await this.repo.insertEvent({ experimentId: created.id, orgId: created.orgId, kind: 'started', actorApiKeyId: caller.keyId, detail: null }, tx);
+        return created;
+      }),
+    );
+    this.forgetActive(caller.orgId);
+    return record;
+  }
+
+  /**
+   * The contract's state table. active → rolled_back; rolled_back → unchanged, 200, and still an
+   * event row (never throttled); completed → 409. A draft (never created by this API) is rolled
+   * back like an active one: it never started, and afterwards it never will.
+   */
+  async rollback(caller: Caller, id: string): Promise<ExperimentRecord> {
+    const record = await this.analytics(() =>
+      this.repo.transaction(async (tx) => {
+        const found = await this.repo.lockForOrg(caller.orgId, id, tx);
+        if (!found) throw new GatewayError('not_found', NOT_FOUND_MESSAGE);
+        const status = found.status;
+        switch (status) {
+          case 'completed':
+            throw new GatewayError('completed_cannot_rollback');
+          case 'rolled_back':
+            await this.repo.insertEvent({ experimentId: found.id, orgId: found.orgId, kind: 'rolled_back', actorApiKeyId: caller.keyId, detail: { from: status } }, tx);
+            return found;
+          case 'draft':
+          case 'active': {
+            const ended = await this.repo.end(found.id, 'rolled_back', null, tx);
+            // The row is locked since the read above, so nothing else can have ended it.
+            if (!ended) throw new Error(`experiment ${found.id} ended while locked`);
+            await this.repo.insertEvent({ experimentId: found.id, orgId: found.orgId, kind: 'rolled_back', actorApiKeyId: caller.keyId, detail: { from: status } }, tx);
+            return ended;
+          }
+          default:
+            return assertUnreachable(status);
+        }
+      }),
+    );
+    this.forgetActive(caller.orgId);
+    return record;
+  }
+
+  /**
+   * The stop-rule job's end of an experiment that kept within `max_regression`: active → completed
+   * with its summary; event `completed` with no actor key (`detail.actor` = 'system'). Null when
+   * the experiment is missing or no longer active (nothing is written then).
+   */
+  complete(id: string, summary: ExperimentSummary): Promise<ExperimentRecord | null> {
+    return this.endBySystem(id, 'completed', summary, { actor: 'system' });
+  }
+
+  /** The stop-rule job's rollback: active → rolled_back, event with no actor key and the reason. Null as for `complete`. */
+  rollbackBySystem(id: string, reason: string, summary: ExperimentSummary | null = null): Promise<ExperimentRecord | null> {
+    return this.endBySystem(id, 'rolled_back', summary, { actor: 'system', reason });
+  }
+
+  /** Records an `error` lifecycle event (no actor key) for an existing experiment; false when there is none. */
+  async recordError(id: string, detail: Record<string, unknown>): Promise<boolean> {
+    return this.analytics(() =>
+      this.repo.transaction(async (tx) => {
+        const found = await this.repo.lockById(id, tx);
+        if (!found) return false;
+        await this.repo.insertEvent({ experimentId: found.id, orgId: found.orgId, kind: 'error', actorApiKeyId: null, detail: { actor: 'system', ...detail } }, tx);
+        return true;
+      }),
+    );
+  }
+
+  /**
+   * The organisation's active experiments, for the chat path. Served from process memory for
+   * `activeCacheTtlMs` (default 1 s) and dropped at once on this replica's own writes, so another
+   * replica's rollback reaches this one within that bound. When the analytics store fails, the last
+   * list seen is kept (no experiment can change state while it is down), else none: traffic then
+   * stays on the baseline. Never throws.
+   */
+  async activeFor(orgId: string): Promise<readonly ExperimentRecord[]> {
+    const hit = this.active.get(orgId);
+    if (hit && this.now() - hit.at < this.activeTtlMs) return hit.list;
+    try {
+      const list = await this.repo.listActiveForOrg(orgId);
+      this.active.delete(orgId);
+      if (this.active.size >= ACTIVE_CACHE_MAX_ORGS) this.active.delete(this.active.keys().next().value as string);
+      this.active.set(orgId, { at: this.now(), list });
+      return list;
+    } catch (err) {
+      this.metrics.storeErrors.inc({ store: 'analytics' });
+      this.warning.warn('analytics-store:experiments-active', err, { fallback: hit ? 'last known active experiments' : 'no experiment applies' });
+      return hit?.list ?? [];
+    }
+  }
+
+  private async endBySystem(
+    id: string,
+    status: 'completed' | 'rolled_back',
+    summary: ExperimentSummary | null,
+    detail: Record<string, unknown>,
+  ): Promise<ExperimentRecord | null> {
+    const record = await this.analytics(() =>
+      this.repo.transaction(async (tx) => {
+        const found = await this.repo.lockById(id, tx);
+        if (!found || found.status !== 'active') return null;
+        const ended = await this.repo.end(found.id, status, summary, tx);
+        await this.repo.insertEvent({ experimentId: found.id, orgId: found.orgId, kind: status, actorApiKeyId: null, detail: { ...detail, from: 'active' } }, tx);
+        return ended;
+      }),
+    );
+    if (record) this.forgetActive(record.orgId);
+    return record;
+  }
+
+  /** Rules beyond the schema, in the contract's order: every `invalid_body` rule before `invalid_traffic_pct`. */
+  private validate(caller: Caller, dto: CreateExperimentDto): NewExperiment {
+    const baseline = this.catalogueTarget(dto.baseline, 'baseline');
+    const candidate = this.catalogueTarget(dto.candidate, 'candidate');
+    if (baseline.provider === candidate.provider && baseline.model === candidate.model) {
+      throw new GatewayError('invalid_body', 'The candidate (provider, model) pair must differ from the baseline pair.', { param: 'candidate' });
+    }
+    const pct = dto.traffic_pct;
+    if (!(pct >= 0 && pct <= 100)) throw new GatewayError('invalid_traffic_pct', undefined, { param: 'traffic_pct' });
+    return {
+      orgId: caller.orgId,
+      type: dto.type,
+      // JSON's -0 is a number in range; it is stored and returned as 0.
+      trafficPct: pct === 0 ? 0 : pct,
+      baseline,
+      candidate,
+      stopRule: {
+        minN: dto.stop_rule?.min_n ?? DEFAULT_STOP_RULE.minN,
+        maxRegression: dto.stop_rule?.max_regression ?? DEFAULT_STOP_RULE.maxRegression,
+      },
+      createdByKeyId: caller.keyId,
+    };
+  }
+
+  /**
+   * A side of an experiment is a (provider id, catalogue model id) pair (DESIGN §4): the provider
+   * must be configured, the model must be a chat model of the catalogue, served by that provider.
+   */
+  private catalogueTarget(t: TargetDto, side: 'baseline' | 'candidate'): TargetRef {
+    const { providers, models } = this.config.gateway;
+    // Own keys only: "constructor" or "toString" must not find Object.prototype's.
+    if (!Object.hasOwn(providers, t.provider)) {
+      throw new GatewayError('invalid_body', `${side}.provider: unknown provider "${t.provider}".`, { param: `${side}.provider` });
+    }
+    const model = Object.hasOwn(models, t.model) ? models[t.model] : undefined;
+    if (!model) throw new GatewayError('invalid_body', `${side}.model: unknown model "${t.model}".`, { param: `${side}.model` });
+    if (!model.targets.some((m) => m.provider === t.provider)) {
+      throw new GatewayError('invalid_body', `${side}.model: model "${t.model}" is not served by provider "${t.provider}".`, { param: `${side}.model` });
+    }
+    if (model.type !== 'chat') {
+      throw new GatewayError('invalid_body', `${side}.model: "${t.model}" is not a chat model; experiments split chat traffic.`, { param: `${side}.model` });
+    }
+    return { provider: t.provider, model: t.model };
+  }
+
+  /** Spends one create from the cache store's window; false when the cache store is unavailable (decided in the analytics store then). */
+  private async spendCreateBudget(orgId: string): Promise<boolean> {
+    const limit = this.config.gateway.limits.experiment_creates_per_hour;
+    let decision: WindowDecision;
+    try {
+      decision = await this.cache.hitWindows([{ key: createsKey(orgId), limit, windowMs: CREATE_WINDOW_MS }]);
+    } catch (err) {
+      this.metrics.storeErrors.inc({ store: 'cache' });
+      this.warning.warn('cache-store:experiment-budget', err, { fallback: 'create budget counted in the analytics store' });
+      return false;
+    }
+    if (!decision.allowed) throw this.overBudget(limit, decision.retryAfterMs);
+    return true;
+  }
+
+  private async checkCreateBudgetInStore(orgId: string, tx: SqlExecutor): Promise<void> {
+    const limit = this.config.gateway.limits.experiment_creates_per_hour;
+    const { count, retryAfterMs } = await this.repo.lockAndCountCreates(orgId, CREATE_WINDOW_MS, tx);
+    if (count >= limit) throw this.overBudget(limit, retryAfterMs);
+  }
+
+  private overBudget(limit: number, retryAfterMs: number): GatewayError {
+    return new GatewayError('rate_limited', `Experiment create budget exceeded: ${limit} per organisation per hour.`, {
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) },
+    });
+  }
+
+  /** Runs analytics-store work; a store failure becomes 503 `internal` (DESIGN §10). The gateway's own errors pass through. */
+  private async analytics<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      this.metrics.storeErrors.inc({ store: 'analytics' });
+      this.warning.warn('analytics-store:experiments', err);
+      throw new GatewayError('internal', STORE_DOWN_MESSAGE, { status: 503, cause: err });
+    }
+  }
+
+  private forgetActive(orgId: string): void {
+    this.active.delete(orgId);
+  }
+}
