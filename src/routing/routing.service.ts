@@ -58,6 +58,17 @@ export class RoutingService {
       filtered: [],
       plan: candidates.map(({ provider, model }) => ({ provider, model })),
       messages: applyTemplate(input.messages, template, input.inputs),
+      insight: {
+        routerInvoked: false,
+        phase: null,
+        weights: null,
+        confidence: null,
+        confidenceReason: candidates.length === 1 ? 'single_candidate' : 'no_router_invoked',
+        explorationRateEffective: 0,
+        usedSharedPoolPrior: false,
+        evidence: null,
+        firewallBlocked: false,
+      },
     };
   }
 

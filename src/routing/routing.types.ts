@@ -39,6 +39,35 @@ export interface RoutingDecision {
   filtered: FilteredCandidate[];
   /** Targets in the order dispatch tries them (each at most once). */
   plan: TargetRef[];
-  /** The messages to send: template messages first, placeholders filled. */
+  /** The messages to send: template messages first, placeholders filled (and redacted by the firewall). */
   messages: ChatMessage[];
+  /** What the router knew and how sure it is (explain; the learning strategies fill these, issue 7). */
+  insight: RoutingInsight;
+}
+
+export type ConfidenceReason = 'ok' | 'cap_day0' | 'cap_shared' | 'no_router_invoked' | 'insufficient_samples' | 'single_candidate';
+export type Phase = 'cold_start' | 'learning' | 'steady';
+
+/** Contract "Explain response": the inputs behind the confidence number. */
+export interface RoutingEvidence {
+  samples: number;
+  top2ScoreGap: number;
+  outcomeVariance: number;
+  recentRegressions: { kind: 'exact'; exact: number } | { kind: 'at_least'; at_least: 10 | 50 };
+  /** ISO 8601, rounded to the nearest 5 minutes; null when none in the 7-day window. */
+  lastRegressionAt: string | null;
+}
+
+export interface RoutingInsight {
+  /** Whether a router (smart_cost, feedback_driven) ran; false for direct/ordered/weighted. */
+  routerInvoked: boolean;
+  phase: Phase | null;
+  weights: { session: number; auto: number; manual: number; benchmark: number } | null;
+  confidence: number | null;
+  confidenceReason: ConfidenceReason;
+  explorationRateEffective: number;
+  usedSharedPoolPrior: boolean;
+  evidence: RoutingEvidence | null;
+  /** The firewall blocked the request (explain reports it; chat answers 400 firewall_blocked). */
+  firewallBlocked: boolean;
 }
