@@ -63,7 +63,7 @@ export class RoutingService {
         phase: null,
         weights: null,
         confidence: null,
-        confidenceReason: candidates.length === 1 ? 'single_candidate' : 'no_router_invoked',
+        confidenceReason: 'no_router_invoked',
         explorationRateEffective: 0,
         usedSharedPoolPrior: false,
         evidence: null,
