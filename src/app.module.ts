@@ -8,6 +8,8 @@ import { RequestContextMiddleware } from './common/http/request-context.middlewa
 import { ChatModule } from './chat/chat.module';
 import { EmbeddingsModule } from './embeddings/embeddings.module';
 import { ExperimentsModule } from './experiments/experiments.module';
+import { FeedbackModule } from './feedback/feedback.module';
+import { LearningModule } from './learning/learning.module';
 import { AppLogger } from './common/logging/logger';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -33,6 +35,8 @@ export class AppModule implements NestModule {
         ChatModule,
         EmbeddingsModule,
         ExperimentsModule,
+        FeedbackModule,
+        LearningModule,
       ],
       providers: [
         // The API-key guard lives here, where TenancyModule provides its authenticator.

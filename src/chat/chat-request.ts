@@ -1,4 +1,5 @@
 import { GatewayError } from '../common/errors/gateway-error';
+import { isSessionId, SESSION_ID_RULE } from '../common/http/session-id';
 import type {
   ChatMessage, ChatRequest, ContentPart, ReasoningEffort, Role, ToolCall, ToolChoice, ToolDefinition,
 } from '../providers/provider-adapter';
@@ -225,13 +226,11 @@ export function parseChatBody(body: unknown): ChatCall {
   return { model, stream, includeUsage, inputs, request: req };
 }
 
-const SESSION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
 /** DESIGN §5: ≤ 128 characters of [A-Za-z0-9._:-]; the same rule applies to feedback's session_id. */
 export function parseSessionId(value: string | string[] | undefined): string | null {
   if (value === undefined) return null;
-  if (typeof value !== 'string' || !SESSION_ID.test(value)) {
-    throw new GatewayError('invalid_request', 'gateway-session-id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -', { param: 'gateway-session-id' });
+  if (!isSessionId(value)) {
+    throw new GatewayError('invalid_request', `gateway-session-id must be ${SESSION_ID_RULE}`, { param: 'gateway-session-id' });
   }
   return value;
 }

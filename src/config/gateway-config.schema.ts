@@ -118,6 +118,17 @@ const limits = obj({
   explain_per_minute_per_key: withDefault(int({ min: 1 }), 10),
 });
 
+/**
+ * The learning loop (DESIGN §6, issue 6): how far back the aggregates look, how often the job
+ * recomputes them, and the outcome weights of y = weights.score·(score/10) + weights.useful·useful (they sum to 1,
+ * checked in the loader, so y stays in [0, 1]).
+ */
+const learning = obj({
+  window_days: withDefault(num({ min: 0.001, max: 3650 }), 30),
+  refresh_seconds: withDefault(num({ min: 0.05, max: 86_400 }), 5),
+  weights: withDefault(obj({ score: num({ min: 0, max: 1 }), useful: num({ min: 0, max: 1 }) }), { score: 0.6, useful: 0.4 }),
+});
+
 export const gatewayConfigSchema = obj({
   providers: withDefault(record(provider, id()), {}),
   models: withDefault(record(model, str({ pattern: /^[^,\s/][^,\s]*$/, what: 'a model id without commas or spaces' })), {}),
@@ -127,6 +138,7 @@ export const gatewayConfigSchema = obj({
   templates: withDefault(record(template, id()), {}),
   limits: withDefault(limits, limits.parse({}, 'limits')),
   metrics: withDefault(obj({ enabled: withDefault(bool(), true) }), { enabled: true }),
+  learning: withDefault(learning, learning.parse({}, 'learning')),
 });
 
 export type RawGatewayConfig = Infer<typeof gatewayConfigSchema>;

@@ -103,6 +103,7 @@ export interface GatewayConfig {
   templates: Readonly<Record<string, TemplateSpec>>;
   limits: RawGatewayConfig['limits'];
   metrics: { enabled: boolean };
+  learning: RawGatewayConfig['learning'];
 }
 
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -276,6 +277,11 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     });
   });
 
+  const w = raw.learning.weights;
+  if (Math.abs(w.score + w.useful - 1) > 1e-9) {
+    throw new ConfigError('learning.weights', `score and useful must sum to 1 (the outcome stays in [0, 1]), got ${w.score + w.useful}`);
+  }
+
   return deepFreeze({
     providers,
     models,
@@ -285,6 +291,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     templates: raw.templates,
     limits: raw.limits,
     metrics: raw.metrics,
+    learning: raw.learning,
   });
 }
 

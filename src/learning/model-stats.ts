@@ -1,3 +1,6 @@
+/** The `orgId` of the cross-organisation pool; never a real organisation (their ids start with a letter or digit). */
+export const POOL_ORG = '*';
+
 /**
  * Rolling aggregates per (organisation, provider, model) that routing reads (DESIGN §6 "Learning
  * loop"). Computed by the aggregation job from feedback joined to decision traces; never
@@ -7,20 +10,29 @@ export interface ModelStats {
   orgId: string;
   provider: string;
   model: string;
-  /** Sessions with feedback attributed to this model in the window. */
+  /**
+   * Sessions with feedback attributed to this model in the window: a session counts once for every
+   * (provider, model) that answered one of its chat requests successfully (README "Feedback and the learning loop").
+   */
   n: number;
-  /** Outcome y in [0, 1] per session (DESIGN §6): mean and variance. */
+  /**
+   * Outcome y = w_s·(score/10) + w_u·useful in [0, 1] per session (DESIGN §6; weights from config
+   * `learning.weights`, default 0.6 / 0.4): mean and population variance. With n = 0 the outcome,
+   * score and useful figures are 0 and carry no information.
+   */
   outcomeMean: number;
   outcomeVar: number;
-  /** Feedback score / 10: mean and variance. */
+  /** Feedback score / 10: mean and population variance. */
   scoreMean: number;
   scoreVar: number;
-  /** Share of sessions marked useful, and its variance. */
+  /** Share of sessions marked useful, and its variance (rate·(1 − rate)). */
   usefulRate: number;
   usefulVar: number;
-  /** Share of requests (traces) that succeeded, over all traces of the model in the window. */
+  /** Share of requests (traces) that succeeded (status 2xx), over all traces of the model in the window. */
   successRate: number;
+  /** Traces of the model in the window (every endpoint, every status). */
   requests: number;
+  /** Latency percentiles and mean cost over the successful requests; null when there were none (or no cost known). */
   latencyP50Ms: number | null;
   latencyP90Ms: number | null;
   latencyP99Ms: number | null;

@@ -1,0 +1,12 @@
+/**
+ * The session id rule (DESIGN §5): at most 128 characters of [A-Za-z0-9._:-]. One definition for the
+ * `gateway-session-id` header of chat and the `session_id` of feedback (contract "Feedback request":
+ * "the id sent in the gateway-session-id header"), so the two can never disagree.
+ */
+const SESSION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export const SESSION_ID_RULE = '1 to 128 characters of A-Z a-z 0-9 . _ : -';
+
+export function isSessionId(value: unknown): value is string {
+  return typeof value === 'string' && SESSION_ID.test(value);
+}

@@ -1,0 +1,9 @@
+import { Module } from '@nestjs/common';
+import { LimitsModule } from '../limits/limits.module';
+import { FeedbackController } from './feedback.controller';
+import { FeedbackRepository } from './feedback.repository';
+import { FeedbackService } from './feedback.service';
+
+/** Session feedback (contract `POST /v1/feedback`); the learning module turns it into aggregates. */
+@Module({ imports: [LimitsModule], controllers: [FeedbackController], providers: [FeedbackService, FeedbackRepository] })
+export class FeedbackModule {}

@@ -1,0 +1,115 @@
+import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap, Optional } from '@nestjs/common';
+import { Counter } from 'prom-client';
+import { AppLogger } from '../common/logging/logger';
+import { ThrottledWarning } from '../common/logging/throttled-warning';
+import { AppConfig } from '../config/app-config';
+import { MetricsService } from '../metrics/metrics.service';
+import { withTimeout } from '../stores/with-timeout';
+import { AggregationResult, ModelStatsRepository } from './model-stats.repository';
+import { StatsSnapshotService } from './stats-snapshot.service';
+
+export class AggregationJobOptions {
+  /** Failures are logged at most once per this interval per kind (aggregation, snapshot). */
+  logIntervalMs?: number;
+  /** How long shutdown waits for a run in progress. */
+  shutdownTimeoutMs?: number;
+}
+
+const DEFAULTS = { logIntervalMs: 30_000, shutdownTimeoutMs: 5_000 };
+const DAY_SECONDS = 86_400;
+
+export interface AggregationRun {
+  /** `failed`: the store refused or timed out; the table is unchanged (one transaction). */
+  aggregation: AggregationResult | 'failed';
+  /** `kept`: the table could not be read; the previous snapshot still serves. */
+  snapshot: 'refreshed' | 'kept';
+}
+
+/**
+ * The learning loop's beat (DESIGN §6 "Learning loop", issue 6): every `learning.refresh_seconds`,
+ * recompute `model_stats` from feedback and traces, then reload the in-memory snapshot from it. At
+ * start-up the snapshot is loaded from the table as it stands. Every replica runs it; the repository's
+ * advisory lock lets one recompute per beat, and every replica reloads.
+ */
+@Injectable()
+export class AggregationJob implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly o: typeof DEFAULTS;
+  private readonly warning: ThrottledWarning;
+  private readonly runs: Counter<'outcome'>;
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<AggregationRun> | undefined;
+
+  constructor(
+    private readonly repo: ModelStatsRepository,
+    private readonly snapshot: StatsSnapshotService,
+    private readonly config: AppConfig,
+    private readonly metrics: MetricsService,
+    logger: AppLogger,
+    @Optional() options?: AggregationJobOptions,
+  ) {
+    this.o = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== undefined)) };
+    this.warning = new ThrottledWarning(logger.pino, this.o.logIntervalMs);
+    this.runs = new Counter({
+      name: 'gateway_learning_aggregations_total',
+      help: 'Aggregation job runs by outcome (done, skipped = another replica held the lock, failed)',
+      labelNames: ['outcome'] as const,
+      registers: [metrics.registry],
+    });
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    // A store that is down at start-up must not stop the gateway: routing starts from an empty
+    // snapshot (day zero) and the next beat tries again.
+    await this.reload();
+    this.timer = setInterval(() => {
+      if (!this.inFlight) void this.run();
+    }, this.config.gateway.learning.refresh_seconds * 1000);
+    this.timer.unref();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    clearInterval(this.timer);
+    if (this.inFlight) await withTimeout(this.inFlight, this.o.shutdownTimeoutMs, 'aggregation job').catch(() => undefined);
+  }
+
+  /**
+   * One recompute and reload; never rejects. A call while a run is in progress waits for it and then
+   * runs again, so what was written before the call is always included.
+   */
+  async run(): Promise<AggregationRun> {
+    while (this.inFlight) await this.inFlight;
+    const p = this.once();
+    this.inFlight = p;
+    try {
+      return await p;
+    } finally {
+      if (this.inFlight === p) this.inFlight = undefined;
+    }
+  }
+
+  private async once(): Promise<AggregationRun> {
+    const { window_days, weights } = this.config.gateway.learning;
+    let aggregation: AggregationRun['aggregation'];
+    try {
+      aggregation = await this.repo.recompute({ windowSeconds: window_days * DAY_SECONDS, weights });
+    } catch (err) {
+      aggregation = 'failed';
+      this.metrics.storeErrors.inc({ store: 'analytics' });
+      this.warning.warn('learning:aggregation', err, { effect: 'model_stats unchanged' });
+    }
+    this.runs.inc({ outcome: aggregation });
+    return { aggregation, snapshot: await this.reload() };
+  }
+
+  private async reload(): Promise<AggregationRun['snapshot']> {
+    try {
+      const rows = await this.repo.loadAll();
+      this.snapshot.replace(rows, new Date());
+      return 'refreshed';
+    } catch (err) {
+      this.metrics.storeErrors.inc({ store: 'analytics' });
+      this.warning.warn('learning:snapshot', err, { effect: 'previous snapshot kept', refreshed_at: this.snapshot.refreshedAt?.toISOString() ?? null });
+      return 'kept';
+    }
+  }
+}

@@ -1,0 +1,189 @@
+import { Injectable } from '@nestjs/common';
+import { SqlStore } from '../stores/sql/sql-store';
+import { ModelStats } from './model-stats';
+
+export interface AggregationParams {
+  /** How far back traces and feedback count (config `learning.window_days`), in seconds. */
+  windowSeconds: number;
+  /** Outcome weights, y = score·(score/10) + useful·[useful] (config `learning.weights`, they sum to 1). */
+  weights: { score: number; useful: number };
+}
+
+/** `done`: the table was recomputed; `skipped`: another replica held the lock and was recomputing it. */
+export type AggregationResult = 'done' | 'skipped';
+
+/*
+ * Replicas all run the job (DESIGN §2: no leader). A transaction-scoped advisory lock, tried without
+ * waiting, lets one of them recompute while the others skip that beat; COMMIT or ROLLBACK releases
+ * it, so a replica that dies holds nothing. The statement itself is also safe to run twice: it
+ * rebuilds the table from the sources, it never adds to what is there.
+ */
+const TRY_LOCK = `SELECT pg_try_advisory_xact_lock(hashtext('routing-gateway:model_stats')) AS locked`;
+
+const CLEAR = 'DELETE FROM model_stats';
+
+/*
+ * The whole learning loop in one statement (DESIGN §6 "Learning loop"; the formulas are in
+ * README "Feedback and the learning loop"). Derived from the sources every time, so repeated feedback (an upsert),
+ * late traces and restarts never double-count.
+ *
+ *   served     traces of the window (created_at ≥ now − window) that name the pair that answered;
+ *              ok = status 2xx.
+ *   attributed one row per (org, session, provider, model) that answered at least one chat request
+ *              of the session successfully. A session served by several pairs gives each of them the
+ *              whole sample (weight 1, counted once per pair however many requests it served):
+ *              feedback rates the conversation, and there is no telling which answer earned it.
+ *   samples    attributed pairs joined to their session's feedback, when that feedback was last given
+ *              inside the window (updated_at ≥ now − window). A failed request attributes nothing.
+ *   fb, req    grouped per (org, provider, model) and, with GROUPING SETS, per (provider, model)
+ *              across organisations: the shared pool, org_id '*' (no real org id can be '*').
+ *
+ * Variances are population variances (var_pop): defined from one sample, and for the 0/1 useful flag
+ * equal to rate·(1 − rate). Latency percentiles (percentile_cont, linear interpolation) and the mean
+ * cost are over successful requests; the success rate is over all requests of the window.
+ * $1 window in seconds, $2 score weight, $3 useful weight.
+ */
+const RECOMPUTE = `
+  WITH win AS (
+    SELECT now() - $1::float8 * interval '1 second' AS start
+  ),
+  served AS (
+    SELECT t.org_id, t.session_id, t.endpoint, t.selected_provider AS provider, t.selected_model AS model,
+           (t.status BETWEEN 200 AND 299) AS ok, t.latency_ms, t.cost_usd
+    FROM decision_traces t CROSS JOIN win
+    WHERE t.created_at >= win.start AND t.selected_provider IS NOT NULL AND t.selected_model IS NOT NULL
+  ),
+  attributed AS (
+    SELECT DISTINCT org_id, session_id, provider, model
+    FROM served
+    WHERE ok AND endpoint = 'chat' AND session_id IS NOT NULL
+  ),
+  samples AS (
+    SELECT a.org_id, a.provider, a.model, f.score,
+           f.score::float8 / 10 AS s,
+           CASE WHEN f.useful THEN 1.0::float8 ELSE 0.0::float8 END AS u
+    FROM attributed a
+    JOIN feedback f ON f.org_id = a.org_id AND f.session_id = a.session_id
+    CROSS JOIN win
+    WHERE f.updated_at >= win.start
+  ),
+  fb AS (
+    SELECT CASE WHEN GROUPING(org_id) = 1 THEN '*' ELSE org_id END AS org_id, provider, model,
+           count(*) AS n,
+           avg($2::float8 * s + $3::float8 * u) AS outcome_mean,
+           var_pop($2::float8 * s + $3::float8 * u) AS outcome_var,
+           avg(s) AS score_mean,
+           var_pop(s) AS score_var,
+           avg(u) AS useful_rate,
+           var_pop(u) AS useful_var,
+           count(*) FILTER (WHERE score <= 6) AS nps_detractors,
+           count(*) FILTER (WHERE score BETWEEN 7 AND 8) AS nps_passives,
+           count(*) FILTER (WHERE score >= 9) AS nps_promoters
+    FROM samples
+    GROUP BY GROUPING SETS ((org_id, provider, model), (provider, model))
+  ),
+  req AS (
+    SELECT CASE WHEN GROUPING(org_id) = 1 THEN '*' ELSE org_id END AS org_id, provider, model,
+           count(*) AS requests,
+           (count(*) FILTER (WHERE ok))::float8 / count(*) AS success_rate,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE ok) AS latency_p50_ms,
+           percentile_cont(0.9) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE ok) AS latency_p90_ms,
+           percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE ok) AS latency_p99_ms,
+           avg(cost_usd) FILTER (WHERE ok) AS cost_mean_usd
+    FROM served
+    GROUP BY GROUPING SETS ((org_id, provider, model), (provider, model))
+  )
+  INSERT INTO model_stats (
+    org_id, provider, model, n, requests, outcome_mean, outcome_var, score_mean, score_var, useful_rate, useful_var,
+    success_rate, latency_p50_ms, latency_p90_ms, latency_p99_ms, cost_mean_usd,
+    nps_detractors, nps_passives, nps_promoters, window_start, computed_at)
+  SELECT r.org_id, r.provider, r.model, COALESCE(f.n, 0), r.requests, f.outcome_mean, f.outcome_var,
+         f.score_mean, f.score_var, f.useful_rate, f.useful_var,
+         r.success_rate, r.latency_p50_ms, r.latency_p90_ms, r.latency_p99_ms, r.cost_mean_usd,
+         COALESCE(f.nps_detractors, 0), COALESCE(f.nps_passives, 0), COALESCE(f.nps_promoters, 0), win.start, now()
+  FROM req r
+  CROSS JOIN win
+  LEFT JOIN fb f ON f.org_id = r.org_id AND f.provider = r.provider AND f.model = r.model`;
+
+const LOAD = `
+  SELECT org_id, provider, model, n, requests, outcome_mean, outcome_var, score_mean, score_var, useful_rate, useful_var,
+         success_rate, latency_p50_ms, latency_p90_ms, latency_p99_ms, cost_mean_usd,
+         nps_detractors, nps_passives, nps_promoters, computed_at
+  FROM model_stats`;
+
+interface ModelStatsRow {
+  org_id: string;
+  provider: string;
+  model: string;
+  n: number | string;
+  requests: number | string;
+  outcome_mean: number | null;
+  outcome_var: number | null;
+  score_mean: number | null;
+  score_var: number | null;
+  useful_rate: number | null;
+  useful_var: number | null;
+  success_rate: number | null;
+  latency_p50_ms: number | null;
+  latency_p90_ms: number | null;
+  latency_p99_ms: number | null;
+  cost_mean_usd: number | null;
+  nps_detractors: number | string;
+  nps_passives: number | string;
+  nps_promoters: number | string;
+  computed_at: Date | string;
+}
+
+/*
+ * A pair with traces but no feedback yet (n = 0) has no outcome figures: they come out as 0, which
+ * carries no weight wherever they are combined with n (n·mean, σ²/(n0 + n) floored).
+ */
+const orZero = (v: number | null): number => (v === null ? 0 : Number(v));
+const orNull = (v: number | null): number | null => (v === null ? null : Number(v));
+
+function toRecord(r: ModelStatsRow): ModelStats {
+  return {
+    orgId: r.org_id,
+    provider: r.provider,
+    model: r.model,
+    n: Number(r.n),
+    outcomeMean: orZero(r.outcome_mean),
+    outcomeVar: orZero(r.outcome_var),
+    scoreMean: orZero(r.score_mean),
+    scoreVar: orZero(r.score_var),
+    usefulRate: orZero(r.useful_rate),
+    usefulVar: orZero(r.useful_var),
+    successRate: orZero(r.success_rate),
+    requests: Number(r.requests),
+    latencyP50Ms: orNull(r.latency_p50_ms),
+    latencyP90Ms: orNull(r.latency_p90_ms),
+    latencyP99Ms: orNull(r.latency_p99_ms),
+    costMeanUsd: orNull(r.cost_mean_usd),
+    npsDetractors: Number(r.nps_detractors),
+    npsPassives: Number(r.nps_passives),
+    npsPromoters: Number(r.nps_promoters),
+    computedAt: new Date(r.computed_at),
+  };
+}
+
+/** The aggregates table `model_stats`: recomputed by the aggregation job, read whole by the snapshot. */
+@Injectable()
+export class ModelStatsRepository {
+  constructor(private readonly sql: SqlStore) {}
+
+  /** Rebuilds the whole table from feedback and traces, in one transaction (readers see the old table until it commits). */
+  async recompute(p: AggregationParams): Promise<AggregationResult> {
+    return this.sql.transaction(async (tx) => {
+      const { rows } = await tx.query<{ locked: boolean }>(TRY_LOCK, []);
+      if (!rows[0]?.locked) return 'skipped';
+      await tx.query(CLEAR, []);
+      await tx.query(RECOMPUTE, [p.windowSeconds, p.weights.score, p.weights.useful]);
+      return 'done';
+    });
+  }
+
+  async loadAll(): Promise<ModelStats[]> {
+    const { rows } = await this.sql.query<ModelStatsRow>(LOAD, []);
+    return rows.map(toRecord);
+  }
+}
