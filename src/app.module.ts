@@ -10,6 +10,7 @@ import { EmbeddingsModule } from './embeddings/embeddings.module';
 import { ExperimentsModule } from './experiments/experiments.module';
 import { FeedbackModule } from './feedback/feedback.module';
 import { LearningModule } from './learning/learning.module';
+import { RoutingExplainModule } from './routing-explain/routing-explain.module';
 import { AppLogger } from './common/logging/logger';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -37,6 +38,7 @@ export class AppModule implements NestModule {
         ExperimentsModule,
         FeedbackModule,
         LearningModule,
+        RoutingExplainModule,
       ],
       providers: [
         // The API-key guard lives here, where TenancyModule provides its authenticator.

@@ -22,6 +22,10 @@ routes:
   - { name: supported, models: [support], strategy: ordered, targets: [mock/fast], template: support }
 templates:
   support: { system: "You help {{customer}} with {{product}}." }
+firewall:
+  rules:
+    - { id: secrets, pattern: '(?i)api[_-]?key\\s*[:=]', action: block }
+    - { id: cards, pattern: '\\d{4}-\\d{4}-\\d{4}-\\d{4}', action: redact, replacement: "[card]" }
 organizations:
   acme:
     plan: pro
@@ -90,6 +94,17 @@ describe('JSON completions', () => {
     expect(r.choices[0].message.content).toContain('2 words');
     const err = await apiError(client.chat.completions.create({ model: 'support', messages: user('x'), inputs: { customer: 'Ana' } } as any));
     expect([err.status, (err.error as any).code, (err.error as any).param]).toEqual([400, 'missing_template_input', 'inputs.product']);
+  });
+});
+
+describe('firewall', () => {
+  it('a block is 400 firewall_blocked with no prompt text in the body or the logs; a redact still answers', async () => {
+    const err = await apiError(client.chat.completions.create({ model: 'fast', messages: user('my API_KEY = FW-MARKER-991') }));
+    expect([err.status, (err.error as any).code]).toEqual([400, 'firewall_blocked']);
+    expect(JSON.stringify(err.error)).not.toContain('FW-MARKER-991');
+    expect(t.logs.join('\n')).not.toContain('FW-MARKER-991');
+    const ok = await client.chat.completions.create({ model: 'fast', messages: user('card 1234-5678-9012-3456 please') });
+    expect(ok.choices[0].message.content).toContain('mock-fast');
   });
 });
 

@@ -13,6 +13,7 @@ import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService } from 
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
+import { ExperimentRouter, ExperimentSplit } from '../experiments/experiment.router';
 import { ChatCall, parseChatBody, parseSessionId } from './chat-request';
 import { ChatIdentity, chunkBody, completionBody, TRAILER_NAMES, usageChunkBody, usageHeaders } from './chat.mapper';
 
@@ -62,6 +63,7 @@ export class ChatService {
     private readonly dispatcher: DispatcherService,
     private readonly limits: LimitsService,
     private readonly traces: DecisionTraceWriter,
+    private readonly experiments: ExperimentRouter,
   ) {}
 
   async complete(req: GatewayRequest, res: Response): Promise<void> {
@@ -77,9 +79,14 @@ export class ChatService {
       sessionId,
       requestId: req.facts.requestId,
       mode: 'live',
+      maxCompletionTokens: call.request.max_completion_tokens,
     });
     const outcome: Outcome = { status: 200 };
+    // DESIGN §6 step 6: an active experiment whose baseline is the selected pair may divert or mirror it.
+    const split = await this.experiments.apply(caller, decision, sessionId, req.facts.requestId);
     try {
+      // DESIGN §5: a firewall block is 400, no provider called, no prompt text in the error.
+      if (decision.insight.firewallBlocked) throw new GatewayError('firewall_blocked');
       await this.limits.checkKeyRate(caller, 'chat');
       await this.limits.checkMonthly(caller);
       const request: ChatRequest = { ...call.request, messages: decision.messages };
@@ -87,8 +94,19 @@ export class ChatService {
       res.on('close', () => {
         if (!res.writableFinished) abort.abort();
       });
-      if (call.stream) await this.stream(req, res, call, request, decision, abort.signal, outcome, started);
-      else await this.json(req, res, request, decision, abort.signal, outcome);
+      if (call.stream) await this.stream(req, res, call, request, split.plan, abort.signal, outcome, started);
+      else await this.json(req, res, request, split.plan, abort.signal, outcome);
+      if (outcome.status === 200) {
+        this.experiments.shadow(split, outcome.dispatched?.target, {
+          caller,
+          requestId: req.facts.requestId,
+          requestedModel: decision.requestedModel,
+          route: decision.rule.name,
+          strategy: decision.strategyId,
+          request,
+          supports: capabilityCheck(request),
+        });
+      }
     } catch (err) {
       if (err instanceof ClientGoneError) {
         outcome.status = 499;
@@ -99,12 +117,12 @@ export class ChatService {
       outcome.errorCode = err instanceof GatewayError ? err.code : 'internal';
       throw err;
     } finally {
-      this.trace(req, decision, sessionId, outcome, started);
+      this.trace(req, decision, split, sessionId, outcome, started);
     }
   }
 
-  private async json(req: GatewayRequest, res: Response, request: ChatRequest, decision: RoutingDecision, signal: AbortSignal, outcome: Outcome): Promise<void> {
-    const d = await this.dispatcher.run(decision.plan, signal, capabilityCheck(request), (adapter, target) =>
+  private async json(req: GatewayRequest, res: Response, request: ChatRequest, plan: TargetRef[], signal: AbortSignal, outcome: Outcome): Promise<void> {
+    const d = await this.dispatcher.run(plan, signal, capabilityCheck(request), (adapter, target) =>
       adapter.chat(request, { target, signal, requestId: req.facts.requestId }),
     );
     outcome.dispatched = d;
@@ -121,13 +139,13 @@ export class ChatService {
     res: Response,
     call: ChatCall,
     request: ChatRequest,
-    decision: RoutingDecision,
+    plan: TargetRef[],
     signal: AbortSignal,
     outcome: Outcome,
     started: bigint,
   ): Promise<void> {
     // Fallback stays transparent until the first output: the stream is held until then (DESIGN §5).
-    const d = await this.dispatcher.run<Opened>(decision.plan, signal, capabilityCheck(request), async (adapter, target) => {
+    const d = await this.dispatcher.run<Opened>(plan, signal, capabilityCheck(request), async (adapter, target) => {
       const iterator = (await adapter.chatStream(request, { target, signal, requestId: req.facts.requestId }))[Symbol.asyncIterator]();
       const held: StreamEvent[] = [];
       for (;;) {
@@ -194,7 +212,7 @@ export class ChatService {
     return { id: `chatcmpl-${randomBytes(12).toString('base64url')}`, created: Math.floor(Date.now() / 1000), model: target.model };
   }
 
-  private trace(req: GatewayRequest, decision: RoutingDecision, sessionId: string | null, o: Outcome, started: bigint): void {
+  private trace(req: GatewayRequest, decision: RoutingDecision, split: ExperimentSplit, sessionId: string | null, o: Outcome, started: bigint): void {
     const d = o.dispatched;
     this.traces.record({
       requestId: req.facts.requestId,
@@ -210,8 +228,8 @@ export class ChatService {
       selectedModel: d?.target.model ?? null,
       fallbackUsed: d?.fallbackUsed ?? false,
       attempts: d?.attempts ?? 0,
-      experimentId: null,
-      experimentArm: null,
+      experimentId: split.experimentId,
+      experimentArm: this.experiments.traceArm(split, d?.target),
       status: o.status,
       errorCode: o.errorCode ?? null,
       latencyMs: Number(process.hrtime.bigint() - started) / 1e6,

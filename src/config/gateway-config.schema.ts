@@ -129,6 +129,58 @@ const learning = obj({
   weights: withDefault(obj({ score: num({ min: 0, max: 1 }), useful: num({ min: 0, max: 1 }) }), { score: 0.6, useful: 0.4 }),
 });
 
+const unit = () => num({ min: 0, max: 1 });
+const signalWeights = (d: { session: number; auto: number; manual: number; benchmark: number }) =>
+  withDefault(obj({ session: unit(), auto: unit(), manual: unit(), benchmark: unit() }), d);
+/** A section whose every key has a default is itself optional, defaulting to those defaults. */
+const section = <S extends Parameters<typeof obj>[0]>(shape: S, path: string) => {
+  const node = obj(shape);
+  return withDefault(node, node.parse({}, path));
+};
+
+/**
+ * The learning router's parameters (DESIGN §6 "One model of uncertainty", issue 7; README
+ * "Configuration" says what each one does). Cross-field rules (n_min ≤ n_steady, phase weights
+ * summing to 1) are checked in the loader.
+ */
+const routing = obj({
+  n0: withDefault(num({ min: 0.001, max: 1_000_000 }), 5),
+  n_min: withDefault(int({ min: 1, max: 1_000_000 }), 20),
+  n_steady: withDefault(int({ min: 1, max: 10_000_000 }), 200),
+  prior_variance: withDefault(num({ min: 0.000001, max: 0.25 }), 0.1),
+  variance_floor: withDefault(num({ min: 0.000001, max: 0.25 }), 0.01),
+  default_prior: withDefault(unit(), 0.5),
+  latency_target_ms: withDefault(int({ min: 1, max: 3_600_000 }), 2000),
+  confidence_draws: withDefault(int({ min: 10, max: 100_000 }), 1000),
+  weights: section(
+    {
+      cold_start: signalWeights({ session: 0.15, auto: 0.15, manual: 0.35, benchmark: 0.35 }),
+      learning: signalWeights({ session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 }),
+      steady: signalWeights({ session: 0.55, auto: 0.15, manual: 0.15, benchmark: 0.15 }),
+    },
+    'routing.weights',
+  ),
+  confidence_caps: section(
+    { day0: withDefault(unit(), 0.5), shared: withDefault(unit(), 0.75), insufficient_samples: withDefault(unit(), 0.6) },
+    'routing.confidence_caps',
+  ),
+  smart_cost: section(
+    { tolerance: withDefault(unit(), 0.05), default_output_tokens: withDefault(int({ min: 1, max: 10_000_000 }), 256) },
+    'routing.smart_cost',
+  ),
+  regressions: section(
+    {
+      margin: withDefault(unit(), 0.1),
+      rolling_hours: withDefault(num({ min: 0.01, max: 24 * 365 }), 24),
+      min_samples: withDefault(int({ min: 1, max: 1_000_000 }), 20),
+      check_seconds: withDefault(num({ min: 1, max: 86_400 }), 60),
+      penalty: withDefault(unit(), 0.05),
+      max_penalty: withDefault(unit(), 0.2),
+    },
+    'routing.regressions',
+  ),
+});
+
 export const gatewayConfigSchema = obj({
   providers: withDefault(record(provider, id()), {}),
   models: withDefault(record(model, str({ pattern: /^[^,\s/][^,\s]*$/, what: 'a model id without commas or spaces' })), {}),
@@ -139,6 +191,7 @@ export const gatewayConfigSchema = obj({
   limits: withDefault(limits, limits.parse({}, 'limits')),
   metrics: withDefault(obj({ enabled: withDefault(bool(), true) }), { enabled: true }),
   learning: withDefault(learning, learning.parse({}, 'learning')),
+  routing: withDefault(routing, routing.parse({}, 'routing')),
 });
 
 export type RawGatewayConfig = Infer<typeof gatewayConfigSchema>;

@@ -1,5 +1,6 @@
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { Secret } from './secret';
+import { firewallPatternProblem } from '../routing/firewall/firewall-pattern';
 import { ConfigError } from './schema';
 import {
   Feature, gatewayConfigSchema, KillSwitch, Permission, Plan, ProviderFamily, RawGatewayConfig, ReasoningMode, StrategyId,
@@ -104,6 +105,7 @@ export interface GatewayConfig {
   limits: RawGatewayConfig['limits'];
   metrics: { enabled: boolean };
   learning: RawGatewayConfig['learning'];
+  routing: RawGatewayConfig['routing'];
 }
 
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -267,11 +269,9 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
   });
 
   raw.firewall.rules.forEach((rule, i) => {
-    try {
-      new RegExp(rule.pattern.replace(/^\(\?i\)/, ''), 'u');
-    } catch (err) {
-      throw new ConfigError(`firewall.rules.${i}.pattern`, `invalid regular expression: ${(err as Error).message}`);
-    }
+    // Firewall patterns run on the routing firewall's linear-time matcher (README "Configuration").
+    const problem = firewallPatternProblem(rule.pattern);
+    if (problem) throw new ConfigError(`firewall.rules.${i}.pattern`, problem);
     rule.routes?.forEach((name, j) => {
       if (!routeNames.has(name)) throw new ConfigError(`firewall.rules.${i}.routes.${j}`, `unknown route "${name}"`);
     });
@@ -280,6 +280,15 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
   const w = raw.learning.weights;
   if (Math.abs(w.score + w.useful - 1) > 1e-9) {
     throw new ConfigError('learning.weights', `score and useful must sum to 1 (the outcome stays in [0, 1]), got ${w.score + w.useful}`);
+  }
+
+  const rt = raw.routing;
+  if (rt.n_min > rt.n_steady) throw new ConfigError('routing.n_min', `must not exceed routing.n_steady (${rt.n_steady}), got ${rt.n_min}`);
+  for (const phase of ['cold_start', 'learning', 'steady'] as const) {
+    const pw = rt.weights[phase];
+    const sum = pw.session + pw.auto + pw.manual + pw.benchmark;
+    if (Math.abs(sum - 1) > 1e-9) throw new ConfigError(`routing.weights.${phase}`, `session, auto, manual and benchmark must sum to 1, got ${sum}`);
+    if (pw.session + pw.auto === 0) throw new ConfigError(`routing.weights.${phase}`, 'session and auto must not both be 0 (the router would never learn)');
   }
 
   return deepFreeze({
@@ -292,6 +301,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     limits: raw.limits,
     metrics: raw.metrics,
     learning: raw.learning,
+    routing: raw.routing,
   });
 }
 

@@ -3,6 +3,8 @@ import type { TargetRef } from '../config/gateway-config';
 export const EXPERIMENT_TYPES = ['canary', 'shadow'] as const;
 export type ExperimentType = (typeof EXPERIMENT_TYPES)[number];
 export type ExperimentStatus = 'draft' | 'active' | 'completed' | 'rolled_back';
+/** The two sides of an experiment; a request of a canary belongs to one, a shadow's requests to the baseline (their copies to the candidate). */
+export type ExperimentArm = 'baseline' | 'candidate';
 export type ExperimentEventKind = 'created' | 'started' | 'rolled_back' | 'completed' | 'error';
 
 /** Stop-rule inputs (DESIGN §5 defaults: min_n 100, max_regression 0.05). Stored, never returned by the API. */

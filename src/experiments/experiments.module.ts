@@ -1,11 +1,35 @@
 import { Module } from '@nestjs/common';
+import { RegressionsModule } from '../routing/regressions/regressions.module';
+import { RegressionsService } from '../routing/regressions/regressions.service';
+import { RoutingModule } from '../routing/routing.module';
+import { TracesModule } from '../traces/traces.module';
+import { ExperimentRegressionSink } from './experiment-regression.sink';
+import { ExperimentShadowRunner } from './experiment-shadow.runner';
+import { ExperimentStatsRepository } from './experiment-stats.repository';
+import { ExperimentStopRulesJob } from './experiment-stop-rules.job';
+import { ExperimentRouter } from './experiment.router';
 import { ExperimentsController } from './experiments.controller';
 import { ExperimentsRepository } from './experiments.repository';
 import { ExperimentsService } from './experiments.service';
 
 /**
- * The Experiments API (contract "Experiments", DESIGN §5). Exports the service: the chat path reads
- * `activeFor()`, the stop-rule job calls `complete()` / `rollbackBySystem()`.
+ * Experiments (contract "Experiments", DESIGN §5, §6 step 6): the API, the chat path's experiment
+ * step (ExperimentRouter: the canary split and shadow copies) and the stop-rule job. Exports the
+ * router for ChatService and the service for whoever needs the active experiments.
  */
-@Module({ controllers: [ExperimentsController], providers: [ExperimentsService, ExperimentsRepository], exports: [ExperimentsService] })
+@Module({
+  imports: [RoutingModule, RegressionsModule, TracesModule],
+  controllers: [ExperimentsController],
+  providers: [
+    ExperimentsService,
+    ExperimentsRepository,
+    ExperimentRouter,
+    ExperimentShadowRunner,
+    ExperimentStatsRepository,
+    ExperimentStopRulesJob,
+    // A rollback's regression goes to the routing issue's record, which explain's evidence reads.
+    { provide: ExperimentRegressionSink, useExisting: RegressionsService },
+  ],
+  exports: [ExperimentsService, ExperimentRouter],
+})
 export class ExperimentsModule {}

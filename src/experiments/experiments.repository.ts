@@ -27,6 +27,8 @@ const COLUMNS = `id, org_id, type, status, traffic_pct, baseline_provider, basel
 /* Newest first (DESIGN §5), served by experiments_org_created_idx; id breaks ties. */
 const LIST_FOR_ORG = `SELECT ${COLUMNS} FROM experiments WHERE org_id = $1 ORDER BY created_at DESC, id DESC`;
 const LIST_ACTIVE_FOR_ORG = `SELECT ${COLUMNS} FROM experiments WHERE org_id = $1 AND status = 'active' ORDER BY created_at, id`;
+/* The stop-rule job's round: every organisation's running experiments. */
+const LIST_ACTIVE = `SELECT ${COLUMNS} FROM experiments WHERE status = 'active' ORDER BY created_at, id`;
 
 /*
  * The one lookup behind rollback's 404 (contract: another organisation's experiment is
@@ -110,6 +112,11 @@ export class ExperimentsRepository {
 
   async listActiveForOrg(orgId: string): Promise<ExperimentRecord[]> {
     const { rows } = await this.sql.query<ExperimentRow>(LIST_ACTIVE_FOR_ORG, [orgId]);
+    return rows.map(toRecord);
+  }
+
+  async listActive(): Promise<ExperimentRecord[]> {
+    const { rows } = await this.sql.query<ExperimentRow>(LIST_ACTIVE);
     return rows.map(toRecord);
   }
 

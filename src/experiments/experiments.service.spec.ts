@@ -12,6 +12,7 @@ import type { SqlExecutor } from '../stores/sql/sql-store';
 import type { CreateExperimentDto } from './dto/create-experiment.dto';
 import { toExperimentJson } from './experiment.mapper';
 import type { ExperimentEvent, ExperimentRecord, NewExperiment } from './experiment.record';
+import { ExperimentRegressionSink } from './experiment-regression.sink';
 import { ExperimentsRepository } from './experiments.repository';
 import { ExperimentsService } from './experiments.service';
 
@@ -48,6 +49,11 @@ class InMemoryExperimentsRepository implements PublicOf<ExperimentsRepository> {
   async listActiveForOrg(orgId: string): Promise<ExperimentRecord[]> {
     this.check();
     return this.rows.filter((r) => r.orgId === orgId && r.status === 'active').map((r) => ({ ...r }));
+  }
+
+  async listActive(): Promise<ExperimentRecord[]> {
+    this.check();
+    return this.rows.filter((r) => r.status === 'active').map((r) => ({ ...r }));
   }
 
   async lockForOrg(orgId: string, id: string): Promise<ExperimentRecord | null> {
@@ -98,6 +104,22 @@ class DeadCacheStore extends MemoryCacheStore {
   override hitWindows(): never {
     throw new Error('redis down');
   }
+  override get(): never {
+    throw new Error('redis down');
+  }
+  override set(): never {
+    throw new Error('redis down');
+  }
+}
+
+/** The regressions a rollback recorded, in order; `failing` makes every record reject. */
+class RecordingRegressionSink extends ExperimentRegressionSink {
+  rows: Array<{ orgId: string; provider: string; model: string; reason: string; detail: Record<string, unknown> }> = [];
+  failing = false;
+  async record(orgId: string, provider: string, model: string, reason: string, detail: Record<string, unknown>): Promise<void> {
+    if (this.failing) throw new Error('regressions store down');
+    this.rows.push({ orgId, provider, model, reason, detail });
+  }
 }
 
 const YAML = `
@@ -132,11 +154,19 @@ function setup(opts: { cache?: CacheStore; yaml?: string; activeCacheTtlMs?: num
   const repo = new InMemoryExperimentsRepository(now);
   const cache = opts.cache ?? new MemoryCacheStore({ now });
   const config = new AppConfig(loadEnv({ GATEWAY_DATA_DIR: '/tmp/unused' }), loadGatewayConfig(opts.yaml ?? YAML, {}));
-  const service = new ExperimentsService(repo as unknown as ExperimentsRepository, cache, config, new MetricsService(), { pino: pino({ level: 'silent' }) }, {
-    now,
-    activeCacheTtlMs: opts.activeCacheTtlMs,
-  });
-  return { service, repo, advance: (ms: number) => (clock += ms) };
+  const regressions = new RecordingRegressionSink();
+  /** Another service over the same stores: a second replica. */
+  const replica = () =>
+    new ExperimentsService(
+      repo as unknown as ExperimentsRepository,
+      cache,
+      config,
+      new MetricsService(),
+      { pino: pino({ level: 'silent' }) },
+      { now, activeCacheTtlMs: opts.activeCacheTtlMs },
+      regressions,
+    );
+  return { service: replica(), replica, repo, regressions, advance: (ms: number) => (clock += ms) };
 }
 
 async function failure(p: Promise<unknown>): Promise<GatewayError> {
@@ -318,6 +348,104 @@ describe('ExperimentsService.activeFor', () => {
     advance(5_000);
     expect((await service.activeFor('acme')).map((e) => e.id)).toEqual([b.id]);
     expect(await service.activeFor('never-seen')).toEqual([]);
+  });
+});
+
+describe('ExperimentsService across replicas (shared version token)', () => {
+  it("another replica's rollback, completion or create is seen on the next call, well inside the TTL", async () => {
+    const { service: a, replica, advance } = setup({ activeCacheTtlMs: 60_000 });
+    const b = replica();
+    const e = await a.create(makeCaller(), makeDto());
+    expect((await b.activeFor('acme')).map((x) => x.id)).toEqual([e.id]);
+    advance(10);
+    await a.rollback(makeCaller(), e.id);
+    expect(await b.activeFor('acme')).toEqual([]);
+
+    const c = await b.create(makeCaller(), makeDto({ candidate: { provider: 'mock', model: 'both' } }));
+    expect((await a.activeFor('acme')).map((x) => x.id)).toEqual([c.id]);
+    expect((await b.activeFor('acme')).map((x) => x.id)).toEqual([c.id]);
+    await a.complete(c.id, {});
+    expect(await b.activeFor('acme')).toEqual([]);
+  });
+
+  it('a list read before a change committed elsewhere is reloaded on the next call (the token is read first)', async () => {
+    const { service: a, replica, repo } = setup({ activeCacheTtlMs: 60_000 });
+    const b = replica();
+    const e = await a.create(makeCaller(), makeDto());
+    await b.activeFor('acme');
+    // The row changes behind both replicas' backs, without a token change: the cached list stands...
+    repo.rows[0].status = 'rolled_back';
+    expect((await b.activeFor('acme')).map((x) => x.id)).toEqual([e.id]);
+    // ...until any write of the organisation changes the token.
+    await a.rollback(makeCaller(), e.id);
+    expect(await b.activeFor('acme')).toEqual([]);
+  });
+
+  it('an organisation whose cached list is empty costs no cache-store read until the TTL passes', async () => {
+    let gets = 0;
+    class CountingCache extends MemoryCacheStore {
+      override get(key: string): Promise<string | null> {
+        gets++;
+        return super.get(key);
+      }
+    }
+    const { service, advance } = setup({ cache: new CountingCache(), activeCacheTtlMs: 1_000 });
+    await service.activeFor('acme');
+    const first = gets;
+    for (let i = 0; i < 5; i++) await service.activeFor('acme');
+    expect(gets).toBe(first);
+    advance(1_000);
+    await service.activeFor('acme');
+    expect(gets).toBe(first + 1);
+  });
+
+  it('cache store down: writes still succeed, and other replicas see them once the TTL passed', async () => {
+    const { service: a, replica, advance } = setup({ cache: new DeadCacheStore(), activeCacheTtlMs: 1_000 });
+    const b = replica();
+    const e = await a.create(makeCaller(), makeDto());
+    expect((await b.activeFor('acme')).map((x) => x.id)).toEqual([e.id]);
+    expect((await a.rollback(makeCaller(), e.id)).status).toBe('rolled_back');
+    expect((await b.activeFor('acme')).map((x) => x.id)).toEqual([e.id]);
+    advance(1_000);
+    expect(await b.activeFor('acme')).toEqual([]);
+  });
+});
+
+describe('ExperimentsService regressions on rollback', () => {
+  it('a manual rollback records one regression for the candidate pair; the idempotent repeats record none', async () => {
+    const { service, regressions } = setup();
+    const e = await service.create(makeCaller(), makeDto());
+    await service.rollback(makeCaller({ keyId: 'ops' }), e.id);
+    await service.rollback(makeCaller({ keyId: 'ops' }), e.id);
+    expect(regressions.rows).toEqual([
+      {
+        orgId: 'acme',
+        provider: 'mock',
+        model: 'smart',
+        reason: 'experiment_rolled_back',
+        detail: { experiment_id: e.id, experiment_type: 'canary', baseline: { provider: 'mock', model: 'fast' }, actor: 'ops' },
+      },
+    ]);
+  });
+
+  it('a system rollback records one with actor system and the reason; completion records none', async () => {
+    const { service, regressions } = setup();
+    const a = await service.create(makeCaller(), makeDto());
+    const b = await service.create(makeCaller(), makeDto({ candidate: { provider: 'mock', model: 'both' } }));
+    await service.complete(a.id, {});
+    await service.rollbackBySystem(b.id, 'stop_rule_regression');
+    await service.rollbackBySystem(b.id, 'stop_rule_regression');
+    expect(regressions.rows.map((r) => [r.provider, r.model, r.reason, r.detail.actor, r.detail.reason, r.detail.experiment_id])).toEqual([
+      ['mock', 'both', 'experiment_rolled_back', 'system', 'stop_rule_regression', b.id],
+    ]);
+  });
+
+  it('a regression store failure neither fails nor undoes the rollback', async () => {
+    const { service, regressions, repo } = setup();
+    const e = await service.create(makeCaller(), makeDto());
+    regressions.failing = true;
+    expect((await service.rollback(makeCaller(), e.id)).status).toBe('rolled_back');
+    expect(repo.rows[0].status).toBe('rolled_back');
   });
 });
 

@@ -1,4 +1,5 @@
 import { Injectable, Optional } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import { assertUnreachable } from '../common/errors/error-catalogue';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
@@ -10,6 +11,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { CacheStore, type WindowDecision } from '../stores/cache/cache-store';
 import type { SqlExecutor } from '../stores/sql/sql-store';
 import type { CreateExperimentDto, TargetDto } from './dto/create-experiment.dto';
+import { ExperimentRegressionSink } from './experiment-regression.sink';
 import { DEFAULT_STOP_RULE, type ExperimentRecord, type NewExperiment } from './experiment.record';
 import { ExperimentsRepository } from './experiments.repository';
 
@@ -32,6 +34,17 @@ const STORE_DOWN_MESSAGE = 'The experiments store is unavailable.';
 
 /** The create budget's sliding window; the hash tag keeps the key on the organisation's slot (DESIGN §2). */
 const createsKey = (orgId: string): string => `exp:{org:${orgId}}:creates`;
+/**
+ * The organisation's experiments version: a fresh random token written after every state change of
+ * one of its experiments, by whichever replica made it. Replicas compare it with the token they read
+ * with their cached list, so a rollback is seen by every replica on its next request (contract
+ * "States and transitions": traffic returns to the baseline immediately). Expiry is harmless: a
+ * missing key reads as null, which differs from any token cached with a list.
+ */
+const versionKey = (orgId: string): string => `exp:{org:${orgId}}:version`;
+const VERSION_TTL_MS = 86_400_000;
+/** `regressions.reason` of a rolled-back experiment's candidate (issue 8, issue 7 "Regressions"). */
+export const ROLLBACK_REGRESSION_REASON = 'experiment_rolled_back';
 
 /**
  * The Experiments API's rules (contract "Experiments", DESIGN §5): validation beyond the DTO, the
@@ -50,7 +63,8 @@ export class ExperimentsService {
   private readonly now: () => number;
   private readonly activeTtlMs: number;
   private readonly warning: ThrottledWarning;
-  private readonly active = new Map<string, { at: number; list: readonly ExperimentRecord[] }>();
+  /** `version`: the shared token read before the list was; undefined when the cache store could not be read. */
+  private readonly active = new Map<string, { at: number; list: readonly ExperimentRecord[]; version: string | null | undefined }>();
 
   constructor(
     private readonly repo: ExperimentsRepository,
@@ -59,6 +73,7 @@ export class ExperimentsService {
     private readonly metrics: MetricsService,
     logger: AppLogger,
     @Optional() options?: ExperimentsOptions,
+    @Optional() private readonly regressions?: ExperimentRegressionSink,
   ) {
     this.now = options?.now ?? Date.now;
     this.activeTtlMs = options?.activeCacheTtlMs ?? DEFAULT_ACTIVE_CACHE_TTL_MS;
@@ -98,7 +113,7 @@ export class ExperimentsService {
         return created;
       }),
     );
-    this.forgetActive(caller.orgId);
+    await this.changed(caller.orgId);
     return record;
   }
 
@@ -108,6 +123,7 @@ export class ExperimentsService {
    * back like an active one: it never started, and afterwards it never will.
    */
   async rollback(caller: Caller, id: string): Promise<ExperimentRecord> {
+    let ended = false;
     const record = await this.analytics(() =>
       this.repo.transaction(async (tx) => {
         const found = await this.repo.lockForOrg(caller.orgId, id, tx);
@@ -121,18 +137,21 @@ export class ExperimentsService {
             return found;
           case 'draft':
           case 'active': {
-            const ended = await this.repo.end(found.id, 'rolled_back', null, tx);
+            const row = await this.repo.end(found.id, 'rolled_back', null, tx);
             // The row is locked since the read above, so nothing else can have ended it.
-            if (!ended) throw new Error(`experiment ${found.id} ended while locked`);
+            if (!row) throw new Error(`experiment ${found.id} ended while locked`);
             await this.repo.insertEvent({ experimentId: found.id, orgId: found.orgId, kind: 'rolled_back', actorApiKeyId: caller.keyId, detail: { from: status } }, tx);
-            return ended;
+            ended = true;
+            return row;
           }
           default:
             return assertUnreachable(status);
         }
       }),
     );
-    this.forgetActive(caller.orgId);
+    await this.changed(caller.orgId);
+    // Only the call that ended the experiment records the regression; the idempotent repeats do not.
+    if (ended) await this.recordRegression(record, { actor: caller.keyId });
     return record;
   }
 
@@ -164,19 +183,27 @@ export class ExperimentsService {
 
   /**
    * The organisation's active experiments, for the chat path. Served from process memory for
-   * `activeCacheTtlMs` (default 1 s) and dropped at once on this replica's own writes, so another
-   * replica's rollback reaches this one within that bound. When the analytics store fails, the last
-   * list seen is kept (no experiment can change state while it is down), else none: traffic then
-   * stays on the baseline. Never throws.
+   * `activeCacheTtlMs` (default 1 s) and dropped at once on this replica's own writes. While the
+   * cached list is not empty, every call also reads the organisation's shared version token from the
+   * cache store (one GET) and reloads when another replica changed an experiment since: a rollback
+   * anywhere takes traffic back to the baseline on every replica's next request. An empty list is not
+   * re-checked (a new experiment starts within the TTL), so organisations without experiments pay
+   * nothing. Cache store down: the TTL alone bounds staleness. Analytics store down: the last list
+   * seen is kept (no experiment can change state while it is down), else none, and traffic stays on
+   * the baseline. Never throws.
    */
   async activeFor(orgId: string): Promise<readonly ExperimentRecord[]> {
     const hit = this.active.get(orgId);
-    if (hit && this.now() - hit.at < this.activeTtlMs) return hit.list;
+    const fresh = hit !== undefined && this.now() - hit.at < this.activeTtlMs;
+    if (fresh && hit.list.length === 0) return hit.list;
+    const version = await this.sharedVersion(orgId);
+    if (fresh && (version === undefined || version === hit.version)) return hit.list;
     try {
       const list = await this.repo.listActiveForOrg(orgId);
       this.active.delete(orgId);
       if (this.active.size >= ACTIVE_CACHE_MAX_ORGS) this.active.delete(this.active.keys().next().value as string);
-      this.active.set(orgId, { at: this.now(), list });
+      // The version was read before the list: a change committed in between reloads once more, never less.
+      this.active.set(orgId, { at: this.now(), list, version });
       return list;
     } catch (err) {
       this.metrics.storeErrors.inc({ store: 'analytics' });
@@ -200,7 +227,10 @@ export class ExperimentsService {
         return ended;
       }),
     );
-    if (record) this.forgetActive(record.orgId);
+    if (record) {
+      await this.changed(record.orgId);
+      if (status === 'rolled_back') await this.recordRegression(record, detail);
+    }
     return record;
   }
 
@@ -288,7 +318,48 @@ export class ExperimentsService {
     }
   }
 
-  private forgetActive(orgId: string): void {
+  /** The organisation's shared version token; null when none is set, undefined when the cache store failed. */
+  private async sharedVersion(orgId: string): Promise<string | null | undefined> {
+    try {
+      return await this.cache.get(versionKey(orgId));
+    } catch (err) {
+      this.metrics.storeErrors.inc({ store: 'cache' });
+      this.warning.warn('cache-store:experiments-version', err, { fallback: `other replicas' changes seen within ${this.activeTtlMs} ms` });
+      return undefined;
+    }
+  }
+
+  /**
+   * After a state change of one of the organisation's experiments (committed): this replica forgets
+   * its list, and the shared token changes so the other replicas reload on their next request.
+   */
+  private async changed(orgId: string): Promise<void> {
     this.active.delete(orgId);
+    try {
+      await this.cache.set(versionKey(orgId), randomUUID(), VERSION_TTL_MS);
+    } catch (err) {
+      this.metrics.storeErrors.inc({ store: 'cache' });
+      this.warning.warn('cache-store:experiments-version', err, { fallback: `other replicas see the change within ${this.activeTtlMs} ms` });
+    }
+  }
+
+  /**
+   * A rollback, manual or automatic, is a regression of the candidate pair (issue 8; explain's
+   * evidence counts it). Written after the state change committed; a failure here is logged and
+   * counted and never undoes or fails the rollback.
+   */
+  private async recordRegression(e: ExperimentRecord, detail: Record<string, unknown>): Promise<void> {
+    if (!this.regressions) return;
+    try {
+      await this.regressions.record(e.orgId, e.candidate.provider, e.candidate.model, ROLLBACK_REGRESSION_REASON, {
+        experiment_id: e.id,
+        experiment_type: e.type,
+        baseline: { provider: e.baseline.provider, model: e.baseline.model },
+        ...detail,
+      });
+    } catch (err) {
+      this.metrics.storeErrors.inc({ store: 'analytics' });
+      this.warning.warn('analytics-store:experiment-regression', err, { experiment_id: e.id, effect: 'regression not recorded' });
+    }
   }
 }

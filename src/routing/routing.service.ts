@@ -1,16 +1,25 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { GatewayError } from '../common/errors/gateway-error';
 import { AppConfig } from '../config/app-config';
 import { resolveTarget, RouteSpec, TargetRef } from '../config/gateway-config';
-import { ConfigError } from '../config/schema';
-import type { Candidate, RoutingDecision, RoutingInput } from './routing.types';
+import { StatsSnapshot } from '../learning/model-stats';
+import { Firewall } from './firewall/firewall';
+import { RegressionsView } from './regressions/regressions-view';
+import type { Candidate, FilteredCandidate, RoutingDecision, RoutingInput, RoutingInsight } from './routing.types';
 import { directStrategy } from './strategies/basic.strategies';
-import type { RoutingStrategy } from './strategies/strategy';
-import { STRATEGIES } from './strategies/strategy-registry';
+import { estimateTokens, overCostCeiling } from './strategies/cost';
+import { LearnedScorer } from './strategies/learned-score';
+import type { RoutingStrategy, StrategyContext } from './strategies/strategy';
+import { createStrategies } from './strategies/strategy-registry';
 import { applyTemplate } from './templates';
 
 const matches = (patterns: readonly string[], value: string) => patterns.includes('*') || patterns.includes(value);
 const key = (t: TargetRef) => `${t.provider}\u0000${t.model}`;
+
+/** The clock routing reads once per decision (regression windows); tests bind a fixed one. */
+export abstract class RoutingClock {
+  abstract now(): Date;
+}
 
 interface Part {
   rule: RoutingDecision['rule'];
@@ -18,17 +27,43 @@ interface Part {
   targets: TargetRef[];
 }
 
+/** What a decision says when no router ran (direct, ordered, weighted; or the firewall stopped it first). */
+const NO_ROUTER: RoutingInsight = {
+  routerInvoked: false,
+  phase: null,
+  weights: null,
+  confidence: null,
+  confidenceReason: 'no_router_invoked',
+  explorationRateEffective: 0,
+  usedSharedPoolPrior: false,
+  evidence: null,
+  firewallBlocked: false,
+};
+
 /**
  * The routing chain of DESIGN §6, one piece of code for live traffic and for explain's dry run:
- * rule → template → (firewall, #7) → candidates → strategy → plan. It calls no provider and
- * touches no store; dispatch (with breakers and fallback) belongs to the caller.
+ * rule → template → firewall → candidates and constraints → strategy → plan. It calls no provider,
+ * touches no store and increments no counter (the stats and regressions it reads are in-memory
+ * snapshots), so a dry run has no side effect; dispatch (breakers, fallback) belongs to the caller.
+ * The two modes differ only inside strategies that draw: live samples, dry-run takes the means.
  */
 @Injectable()
 export class RoutingService {
-  constructor(private readonly config: AppConfig) {
-    this.config.gateway.routes.forEach((r, i) => {
-      if (!STRATEGIES[r.strategy]) throw new ConfigError(`routes.${i}.strategy`, `strategy "${r.strategy}" is not available in this version`);
-    });
+  private readonly firewall: Firewall;
+  private readonly strategies: ReturnType<typeof createStrategies>;
+
+  constructor(
+    private readonly config: AppConfig,
+    // Optional: without the learning snapshot every organisation is at day zero; without the
+    // regression view there are none (unit tests, and modules that do not wire them).
+    @Optional() stats?: StatsSnapshot,
+    @Optional() regressions?: RegressionsView,
+    @Optional() private readonly clock?: RoutingClock,
+  ) {
+    const g = config.gateway;
+    // Compiled once, at start-up; a pattern outside the linear-time matcher's language is a config error.
+    this.firewall = Firewall.compile(g.firewall.rules);
+    this.strategies = createStrategies(new LearnedScorer(g.routing, g.models, stats, regressions), g.routing, g.models);
   }
 
   route(input: RoutingInput): RoutingDecision {
@@ -36,46 +71,81 @@ export class RoutingService {
     if (names.some((n) => n === '')) throw new GatewayError('invalid_request', 'model must not contain empty entries.', { param: 'model' });
     const parts = names.map((name) => this.resolve(name, input.caller.orgId));
     const first = parts[0];
+    const strategyId = parts.length > 1 && first.strategy.id === 'direct' ? 'ordered' : first.strategy.id;
+
+    const template = first.rule.route?.template ? this.config.gateway.templates[first.rule.route.template] : undefined;
+    const templated = applyTemplate(input.messages, template, input.inputs);
+
+    // A route-scoped firewall rule applies when any route of a comma list names it: the messages go to all of them.
+    const routeNames = parts.flatMap((p) => (p.rule.route ? [p.rule.route.name] : []));
+    const fw = this.firewall.apply(templated, routeNames);
+    if (fw.blockedBy !== null) {
+      const all = dedupe(parts.flatMap((p) => p.targets));
+      return {
+        requestedModel: input.model,
+        rule: first.rule,
+        strategyId,
+        candidates: [],
+        filtered: all.map((t) => ({ provider: t.provider, model: t.model, reason: 'firewall_blocked', score: 0 })),
+        plan: [],
+        messages: [],
+        insight: { ...NO_ROUTER, firewallBlocked: true },
+        firewall: { blockedBy: fw.blockedBy, redactedBy: [] },
+      };
+    }
+
+    const now = this.clock?.now() ?? new Date();
+    const tokens = estimateTokens(fw.messages, input.maxCompletionTokens, this.config.gateway.routing.smart_cost.default_output_tokens);
     const random = input.random ?? Math.random;
 
-    // Each part is ordered by its own rule's strategy; a comma list then falls back part by part.
+    // Each part is filtered and ordered by its own rule; a comma list then falls back part by part.
     const seen = new Set<string>();
     const candidates: Candidate[] = [];
-    for (const part of parts) {
-      const ordered = part.strategy.select(part.targets, { route: part.rule.route, input, random }).ordered;
-      for (const c of ordered) {
+    const filtered: FilteredCandidate[] = [];
+    let insight: RoutingInsight = NO_ROUTER;
+    parts.forEach((part, index) => {
+      const ctx: StrategyContext = { route: part.rule.route, input, random, now, tokens };
+      const { kept, removed } = this.constrain(part, ctx);
+      for (const f of removed) filtered.push({ ...f, score: part.strategy.scoreOf?.(f, ctx) ?? 0 });
+      if (kept.length === 0) return;
+      const result = part.strategy.select(kept, ctx);
+      if (index === 0 && result.insight) insight = { ...result.insight, firewallBlocked: false };
+      for (const c of result.ordered) {
         if (seen.has(key(c))) continue;
         seen.add(key(c));
         candidates.push(c);
       }
-    }
-    const template = first.rule.route?.template ? this.config.gateway.templates[first.rule.route.template] : undefined;
+    });
     return {
       requestedModel: input.model,
       rule: first.rule,
-      strategyId: parts.length > 1 && first.strategy.id === 'direct' ? 'ordered' : first.strategy.id,
+      strategyId,
       candidates,
-      filtered: [],
+      // A pair another part of a comma list kept is a candidate, not filtered.
+      filtered: dedupe(filtered).filter((f) => !seen.has(key(f))),
       plan: candidates.map(({ provider, model }) => ({ provider, model })),
-      messages: applyTemplate(input.messages, template, input.inputs),
-      insight: {
-        routerInvoked: false,
-        phase: null,
-        weights: null,
-        confidence: null,
-        confidenceReason: 'no_router_invoked',
-        explorationRateEffective: 0,
-        usedSharedPoolPrior: false,
-        evidence: null,
-        firewallBlocked: false,
-      },
+      messages: fw.messages,
+      insight,
+      firewall: { blockedBy: null, redactedBy: fw.redactedBy },
+    };
+  }
+
+  /** DESIGN §6 step 4: the route's constraints (`max_cost_increase`), whatever its strategy. */
+  private constrain(part: Part, ctx: StrategyContext): { kept: TargetRef[]; removed: Array<TargetRef & { reason: 'constraint_max_cost_increase' }> } {
+    const route = part.rule.route;
+    const ratio = route?.constraints.maxCostIncrease;
+    if (!route || ratio === undefined) return { kept: part.targets, removed: [] };
+    const over = overCostCeiling(part.targets, route.targets[0], ratio, this.config.gateway.models, ctx.tokens);
+    return {
+      kept: part.targets.filter((t) => !over.has(t)),
+      removed: part.targets.filter((t) => over.has(t)).map((t) => ({ provider: t.provider, model: t.model, reason: 'constraint_max_cost_increase' as const })),
     };
   }
 
   /** A route whose `models` names it (first match wins); else a catalogue id or provider/model with the implicit rule. */
   private resolve(name: string, orgId: string): Part {
     const route = this.config.gateway.routes.find((r) => matches(r.orgs, orgId) && matches(r.models, name));
-    if (route) return { rule: { name: route.name, implicit: false, route }, strategy: STRATEGIES[route.strategy]!, targets: [...route.targets] };
+    if (route) return { rule: { name: route.name, implicit: false, route }, strategy: this.strategies[route.strategy], targets: [...route.targets] };
     const resolved = resolveTarget(name, this.config.gateway.models);
     if (typeof resolved === 'string' || resolved.length === 0) {
       throw new GatewayError('model_not_found', `The model "${name}" does not exist or no route serves it.`, { param: 'model' });
@@ -84,6 +154,16 @@ export class RoutingService {
     if (chat.length === 0) throw new GatewayError('model_not_found', `The model "${name}" is not a chat model.`, { param: 'model' });
     return { rule: { name: `implicit:${name}`, implicit: true }, strategy: directStrategy, targets: chat };
   }
+}
+
+function dedupe<T extends TargetRef>(items: readonly T[]): T[] {
+  const seen = new Set<string>();
+  return items.filter((t) => {
+    const k = key(t);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }
 
 export type { RouteSpec };

@@ -11,6 +11,10 @@ export interface RoutingInput {
   model: string;
   messages: ChatMessage[];
   inputs?: Record<string, string | number | boolean>;
+  /** The request's `max_completion_tokens` (or `max_tokens`): the output side of smart_cost's cost estimate. */
+  maxCompletionTokens?: number;
+  /** Explain's `headers` map, already sanitised (contract: reserved keys dropped before routing sees it). */
+  headers?: Record<string, string>;
   sessionId: string | null;
   requestId: string;
   mode: RoutingMode;
@@ -43,6 +47,8 @@ export interface RoutingDecision {
   messages: ChatMessage[];
   /** What the router knew and how sure it is (explain; the learning strategies fill these, issue 7). */
   insight: RoutingInsight;
+  /** Which firewall rules acted (ids only, never the text that matched); always set by RoutingService. */
+  firewall?: { blockedBy: string | null; redactedBy: string[] };
 }
 
 export type ConfidenceReason = 'ok' | 'cap_day0' | 'cap_shared' | 'no_router_invoked' | 'insufficient_samples' | 'single_candidate';

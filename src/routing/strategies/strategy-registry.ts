@@ -1,14 +1,22 @@
+import type { ModelSpec } from '../../config/gateway-config';
 import type { StrategyId } from '../../config/gateway-config.schema';
 import { directStrategy, orderedStrategy, weightedStrategy } from './basic.strategies';
+import { FeedbackDrivenStrategy } from './feedback-driven.strategy';
+import { LearnedScorer, RouterParams } from './learned-score';
+import { SmartCostStrategy } from './smart-cost.strategy';
 import type { RoutingStrategy } from './strategy';
 
-/**
- * Strategies by config id. `smart_cost` and `feedback_driven` arrive with the learning-routing issue
- * (#7); until then a route naming them is refused at start-up (RoutingService) rather than silently
- * served by another strategy.
- */
-export const STRATEGIES: Partial<Record<StrategyId, RoutingStrategy>> = {
-  direct: directStrategy,
-  ordered: orderedStrategy,
-  weighted: weightedStrategy,
-};
+/** Strategies by config id; the learning ones share one scorer (one model of uncertainty, DESIGN §6). */
+export function createStrategies(
+  scorer: LearnedScorer,
+  params: RouterParams,
+  models: Readonly<Record<string, ModelSpec>>,
+): Record<StrategyId, RoutingStrategy> {
+  return {
+    direct: directStrategy,
+    ordered: orderedStrategy,
+    weighted: weightedStrategy,
+    smart_cost: new SmartCostStrategy(scorer, params, models),
+    feedback_driven: new FeedbackDrivenStrategy(scorer, params),
+  } satisfies Record<StrategyId, RoutingStrategy>;
+}

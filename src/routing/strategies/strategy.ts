@@ -1,25 +1,40 @@
 import type { RouteSpec, TargetRef } from '../../config/gateway-config';
 import type { StrategyId } from '../../config/gateway-config.schema';
-import type { Candidate, RoutingInput } from '../routing.types';
+import type { Candidate, RoutingInput, RoutingInsight } from '../routing.types';
+import type { TokenEstimate } from './cost';
 
 export interface StrategyContext {
   route?: RouteSpec;
   input: RoutingInput;
+  /** The live random source (weighted draws, Thompson sampling): `input.random`, else Math.random. */
   random: () => number;
+  /** One clock reading per routing decision (regression windows). */
+  now: Date;
+  /** The request's estimated tokens (cost-aware strategies and constraints). */
+  tokens: TokenEstimate;
 }
+
+/** What a router adds to the decision (explain's phase, weights, confidence, evidence). */
+export type RouterInsight = Omit<RoutingInsight, 'firewallBlocked'>;
 
 export interface StrategyResult {
   /** Candidates in dispatch order, with the strategy's scores. */
   ordered: Candidate[];
+  /** Routers (smart_cost, feedback_driven) say what they knew and how sure they are; others leave it out. */
+  insight?: RouterInsight;
 }
 
 /**
- * A routing strategy (DESIGN §6 step 5): orders the candidates that survived filtering. `direct`,
- * `ordered` and `weighted` are here; `smart_cost` and `feedback_driven` implement the same interface.
+ * A routing strategy (DESIGN §6 step 5): orders the candidates that survived filtering.
  */
 export interface RoutingStrategy {
   readonly id: StrategyId;
   /** Whether it is a "router" (explain reports `no_router_invoked` for those that are not). */
   readonly invokesRouter: boolean;
   select(candidates: readonly TargetRef[], ctx: StrategyContext): StrategyResult;
+  /**
+   * The score a candidate removed by a constraint would have had (explain's `filtered[].score`);
+   * strategies that do not score leave it out, and 0 is reported.
+   */
+  scoreOf?(candidate: TargetRef, ctx: StrategyContext): number;
 }

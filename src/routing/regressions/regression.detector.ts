@@ -1,0 +1,89 @@
+import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap } from '@nestjs/common';
+import { Counter } from 'prom-client';
+import { AppLogger } from '../../common/logging/logger';
+import { ThrottledWarning } from '../../common/logging/throttled-warning';
+import { AppConfig } from '../../config/app-config';
+import { MetricsService } from '../../metrics/metrics.service';
+import { withTimeout } from '../../stores/with-timeout';
+import { RegressionsRepository } from './regressions.repository';
+import { RegressionsSnapshotService } from './regressions-snapshot.service';
+import type { RegressionRecord } from './regressions-view';
+
+const DAY_SECONDS = 86_400;
+
+/**
+ * Records a `quality_drop` regression when a model's rolling quality falls below its long-run mean
+ * by more than `routing.regressions.margin` (issue 7). Runs on its own timer,
+ * every `routing.regressions.check_seconds` (default 60 s: drops are judged over hours, so the
+ * learning job's few-second beat would only repeat the same query). Every replica runs it; an
+ * advisory lock lets one detect per beat, and the statement never records a pair twice while its last
+ * drop is younger than the rolling window.
+ */
+@Injectable()
+export class RegressionDetector implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<unknown> | undefined;
+  private readonly warning: ThrottledWarning;
+  private readonly recorded: Counter;
+
+  constructor(
+    private readonly repo: RegressionsRepository,
+    private readonly view: RegressionsSnapshotService,
+    private readonly config: AppConfig,
+    private readonly metrics: MetricsService,
+    logger: AppLogger,
+  ) {
+    this.warning = new ThrottledWarning(logger.pino);
+    this.recorded = new Counter({
+      name: 'gateway_routing_regressions_detected_total',
+      help: 'Quality-drop regressions recorded by the detector',
+      registers: [metrics.registry],
+    });
+  }
+
+  onApplicationBootstrap(): void {
+    this.timer = setInterval(() => {
+      if (!this.inFlight) void this.run();
+    }, this.config.gateway.routing.regressions.check_seconds * 1000);
+    this.timer.unref();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    clearInterval(this.timer);
+    if (this.inFlight) await withTimeout(this.inFlight, 5_000, 'regression detector').catch(() => undefined);
+  }
+
+  /** One detection; never rejects. Returns what was recorded, `skipped` (another replica), or `failed`. */
+  async run(): Promise<RegressionRecord[] | 'skipped' | 'failed'> {
+    const p = this.once();
+    this.inFlight = p;
+    try {
+      return await p;
+    } finally {
+      if (this.inFlight === p) this.inFlight = undefined;
+    }
+  }
+
+  private async once(): Promise<RegressionRecord[] | 'skipped' | 'failed'> {
+    const { learning, routing } = this.config.gateway;
+    const r = routing.regressions;
+    try {
+      const found = await this.repo.detectQualityDrops({
+        longRunSeconds: learning.window_days * DAY_SECONDS,
+        rollingSeconds: r.rolling_hours * 3600,
+        weights: learning.weights,
+        minSamples: r.min_samples,
+        margin: r.margin,
+      });
+      if (found !== 'skipped') {
+        for (const row of found) this.view.add(row);
+        this.recorded.inc(found.length);
+      }
+      return found;
+    } catch (err) {
+      this.metrics.storeErrors.inc({ store: 'analytics' });
+      this.warning.warn('routing:regression-detector', err, { effect: 'no regressions detected this beat' });
+      return 'failed';
+    }
+  }
+}

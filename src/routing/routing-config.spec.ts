@@ -1,0 +1,55 @@
+import { loadGatewayConfig } from '../config/gateway-config';
+
+const errorOf = (yaml: string): string => {
+  try {
+    loadGatewayConfig(yaml, {});
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return 'no error';
+};
+
+describe('config `routing` (the learning router\'s parameters)', () => {
+  it('has documented defaults', () => {
+    expect(loadGatewayConfig('', {}).routing).toEqual({
+      n0: 5,
+      n_min: 20,
+      n_steady: 200,
+      prior_variance: 0.1,
+      variance_floor: 0.01,
+      default_prior: 0.5,
+      latency_target_ms: 2000,
+      confidence_draws: 1000,
+      weights: {
+        cold_start: { session: 0.15, auto: 0.15, manual: 0.35, benchmark: 0.35 },
+        learning: { session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 },
+        steady: { session: 0.55, auto: 0.15, manual: 0.15, benchmark: 0.15 },
+      },
+      confidence_caps: { day0: 0.5, shared: 0.75, insufficient_samples: 0.6 },
+      smart_cost: { tolerance: 0.05, default_output_tokens: 256 },
+      regressions: { margin: 0.1, rolling_hours: 24, min_samples: 20, check_seconds: 60, penalty: 0.05, max_penalty: 0.2 },
+    });
+  });
+
+  it('takes partial sections, keeping the other defaults', () => {
+    const r = loadGatewayConfig('routing: { n0: 2, weights: { steady: { session: 1, auto: 0, manual: 0, benchmark: 0 } }, regressions: { margin: 0.2 } }', {}).routing;
+    expect(r.n0).toBe(2);
+    expect(r.weights.steady).toEqual({ session: 1, auto: 0, manual: 0, benchmark: 0 });
+    expect(r.weights.cold_start.manual).toBe(0.35);
+    expect(r.regressions).toMatchObject({ margin: 0.2, rolling_hours: 24 });
+  });
+
+  it.each([
+    ['routing: { exploration: 0.1 }', /^routing\.exploration: unknown key/],
+    ['routing: { smart_cost: { tolerence: 0.1 } }', /^routing\.smart_cost\.tolerence: unknown key/],
+    ['routing: { n_min: 300 }', /^routing\.n_min: must not exceed routing\.n_steady \(200\), got 300/],
+    ['routing: { weights: { learning: { session: 0.5, auto: 0.5, manual: 0.5, benchmark: 0 } } }', /^routing\.weights\.learning: session, auto, manual and benchmark must sum to 1, got 1\.5/],
+    ['routing: { weights: { learning: { session: 0, auto: 0, manual: 0.5, benchmark: 0.5 } } }', /^routing\.weights\.learning: session and auto must not both be 0/],
+    ['routing: { weights: { learning: { session: 1 } } }', /^routing\.weights\.learning\.auto: is required/],
+    ['routing: { confidence_caps: { day0: 1.5 } }', /^routing\.confidence_caps\.day0: must be at most 1/],
+    ['routing: { confidence_draws: 5 }', /^routing\.confidence_draws: must be at least 10/],
+    ['routing: { n0: 0 }', /^routing\.n0: must be at least/],
+  ])('refuses %s', (yaml, message) => {
+    expect(errorOf(yaml)).toMatch(message);
+  });
+});

@@ -1,0 +1,299 @@
+import { RoutingService } from '../routing.service';
+import type { RoutingDecision, RoutingInput } from '../routing.types';
+import { FakeRegressions, FakeStats, FixedClock, makeConfig, makeInput, seededRandom } from '../testing/routing-fakes';
+
+const NOW = new Date('2025-01-10T12:02:29.000Z');
+const DAY = 24 * 3600 * 1000;
+
+/** The hand computations below use n0 = 10 and prior_variance = .05 (not the defaults, 5 and .1). */
+const yaml = (routing = '', targets = '[p/good, p/plain]') => `
+providers:
+  p: { family: mock }
+models:
+  good:  { provider: p, quality: 0.6, manual_score: 0.8 }
+  plain: { provider: p, quality: 0.5 }
+  other: { provider: p, quality: 0.5 }
+routes:
+  - { name: learn, models: [auto], strategy: feedback_driven, targets: ${targets} }
+routing: { n0: 10, prior_variance: 0.05${routing ? `, ${routing}` : ''} }
+`;
+
+function setup(opts: { yaml?: string } = {}) {
+  const stats = new FakeStats();
+  const regressions = new FakeRegressions();
+  const clock = new FixedClock(NOW);
+  const service = new RoutingService(makeConfig(opts.yaml ?? yaml()), stats, regressions, clock);
+  const route = (overrides: Partial<RoutingInput> = {}): RoutingDecision => service.route(makeInput(overrides));
+  return { stats, regressions, clock, service, route };
+}
+
+const scoreOf = (d: RoutingDecision, model: string) => d.candidates.find((c) => c.model === model)!.score!;
+
+/** Φ, the standard normal CDF (Abramowitz–Stegun 7.1.26, |error| < 1.5e-7). */
+function phi(x: number): number {
+  const t = 1 / (1 + 0.3275911 * (Math.abs(x) / Math.SQRT2));
+  const erf = 1 - t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))) * Math.exp(-(x * x) / 2);
+  return x >= 0 ? (1 + erf) / 2 : (1 - erf) / 2;
+}
+
+describe('feedback_driven', () => {
+  it('computes the posterior means and evidence by hand', () => {
+    const { stats, route } = setup();
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 50, outcomeMean: 0.7, outcomeVar: 0.04, successRate: 1, requests: 60, latencyP50Ms: 1000 });
+    /*
+     * good: n = 50 → phase learning (20 ≤ n < 200), w = {session .35, auto .15, manual .25, benchmark .25}
+     *   auto = success 1 × min(1, 2000 / 1000) = 1
+     *   a = .35 / (.35 + .15) = .7;  ō = .7 × .7 + .3 × 1 = .79;  s² = .7² × .04 = .0196
+     *   prior m0 = (.25 × .8 + .25 × .6) / .5 = .7   (manual .8, benchmark .6)
+     *   μ = (10 × .7 + 50 × .79) / 60 = 46.5 / 60 = .775
+     *   σ² = max(.01, (50 × .0196 + 10 × .05) / 60) = 1.48 / 60 = .0246667;  var = σ² / 60 = .000411111
+     * plain: no stats → n = 0, cold_start, prior = benchmark .5 (no manual score) → μ = .5, var = .05 / 10 = .005
+     * evidence: samples 50, top-2 gap .775 − .5 = .275, outcome variance .04, no regressions
+     * confidence: P(θ_good > θ_plain) = Φ(.275 / √(.000411111 + .005)) = Φ(3.738) ≈ .9999, uncapped (ok)
+     */
+    const d = route();
+    expect(d.strategyId).toBe('feedback_driven');
+    expect(d.plan).toEqual([{ provider: 'p', model: 'good' }, { provider: 'p', model: 'plain' }]);
+    expect(scoreOf(d, 'good')).toBeCloseTo(0.775, 12);
+    expect(scoreOf(d, 'plain')).toBeCloseTo(0.5, 12);
+    expect(d.insight.phase).toBe('learning');
+    expect(d.insight.weights).toEqual({ session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 });
+    expect(d.insight.evidence).toEqual({
+      samples: 50,
+      top2ScoreGap: expect.closeTo(0.275, 12),
+      outcomeVariance: 0.04,
+      recentRegressions: { kind: 'exact', exact: 0 },
+      lastRegressionAt: null,
+    });
+    expect(d.insight.confidenceReason).toBe('ok');
+    expect(d.insight.confidence).toBeGreaterThan(0.99);
+    expect(d.insight.explorationRateEffective).toBeCloseTo(1 - d.insight.confidence!, 12);
+    expect(d.insight.usedSharedPoolPrior).toBe(false);
+    expect(d.insight.routerInvoked).toBe(true);
+  });
+
+  it('estimates confidence as P(selected is best) under the posterior (calibrated against the closed form)', () => {
+    const { stats, route } = setup({ yaml: yaml('confidence_draws: 20000') });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 40, outcomeMean: 0.62, outcomeVar: 0.08, requests: 40 });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'plain', n: 30, outcomeMean: 0.6, outcomeVar: 0.1, requests: 30 });
+    /*
+     * Both learning (w .35/.15/.25/.25, a = .7, auto = 1):
+     *   good  ō = .7 × .62 + .3 = .734; m0 = .7;  μ = (7 + 40 × .734)/50 = .7272;  σ² = (40 × .49 × .08 + .5)/50 = .04136; var = σ²/50
+     *   plain ō = .7 × .6 + .3 = .72;   m0 = .5;  μ = (5 + 30 × .72)/40 = .665;   σ² = (30 × .49 × .1 + .5)/40 = .04925; var = σ²/40
+     */
+    const vGood = 0.04136 / 50;
+    const vPlain = 0.04925 / 40;
+    const d = route();
+    expect(scoreOf(d, 'good')).toBeCloseTo(0.7272, 12);
+    expect(scoreOf(d, 'plain')).toBeCloseTo(0.665, 12);
+    const closed = phi((0.7272 - 0.665) / Math.sqrt(vGood + vPlain));
+    expect(d.insight.confidenceReason).toBe('ok');
+    expect(Math.abs(d.insight.confidence! - closed)).toBeLessThan(0.015);
+    expect(Math.abs(d.insight.explorationRateEffective - (1 - closed))).toBeLessThan(0.015);
+  });
+
+  it.each([
+    [0, 'cold_start', { session: 0.15, auto: 0.15, manual: 0.35, benchmark: 0.35 }],
+    [19, 'cold_start', { session: 0.15, auto: 0.15, manual: 0.35, benchmark: 0.35 }],
+    [20, 'learning', { session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 }],
+    [199, 'learning', { session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 }],
+    [200, 'steady', { session: 0.55, auto: 0.15, manual: 0.15, benchmark: 0.15 }],
+  ])('with %i samples the phase is %s and sets the weights', (n, phase, weights) => {
+    const { stats, route } = setup();
+    stats.set({ orgId: 'acme', provider: 'p', model: 'other', n: 100, outcomeMean: 0.5 });
+    if (n > 0) stats.set({ orgId: 'acme', provider: 'p', model: 'good', n, outcomeMean: 0.9, outcomeVar: 0.02 });
+    const d = route();
+    expect(d.plan[0].model).toBe('good');
+    expect(d.insight.phase).toBe(phase);
+    expect(d.insight.weights).toEqual(weights);
+  });
+
+  it('takes the phase boundaries and weights from config', () => {
+    const { stats, route } = setup({
+      yaml: yaml('n_min: 5, n_steady: 10, weights: { steady: { session: 0.7, auto: 0.1, manual: 0.1, benchmark: 0.1 } }'),
+    });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 10, outcomeMean: 0.9 });
+    expect(route().insight).toMatchObject({ phase: 'steady', weights: { session: 0.7, auto: 0.1, manual: 0.1, benchmark: 0.1 } });
+  });
+
+  it('uses the shared pool as the prior when the organisation has fewer than n_min samples for the model, and caps with cap_shared', () => {
+    const { stats, route } = setup();
+    stats.set({ orgId: 'acme', provider: 'p', model: 'other', n: 100, outcomeMean: 0.5 });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 5, outcomeMean: 0.8, outcomeVar: 0.01 });
+    stats.set({ orgId: '*', provider: 'p', model: 'good', n: 100, outcomeMean: 0.9, outcomeVar: 0.01 });
+    /*
+     * good: n = 5 → cold_start (a = .15/.3 = .5, auto = 1); pool ō = .5 × .9 + .5 × 1 = .95 is the prior;
+     * own ō = .5 × .8 + .5 = .9;  μ = (10 × .95 + 5 × .9) / 15 = 14 / 15
+     */
+    const d = route();
+    expect(d.plan[0].model).toBe('good');
+    expect(scoreOf(d, 'good')).toBeCloseTo(14 / 15, 12);
+    expect(d.insight.usedSharedPoolPrior).toBe(true);
+    expect(d.insight.confidenceReason).toBe('cap_shared');
+    expect(d.insight.confidence).toBe(0.75);
+  });
+
+  it('ignores a pool with fewer than n_min samples, and stops using the pool once the organisation has n_min', () => {
+    const { stats, route } = setup();
+    stats.set({ orgId: 'acme', provider: 'p', model: 'other', n: 100 });
+    stats.set({ orgId: '*', provider: 'p', model: 'good', n: 19, outcomeMean: 0.1 });
+    expect(route().insight.usedSharedPoolPrior).toBe(false);
+    stats.set({ orgId: '*', provider: 'p', model: 'good', n: 500, outcomeMean: 0.95 });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 20, outcomeMean: 0.9 });
+    expect(route().insight).toMatchObject({ usedSharedPoolPrior: false, confidenceReason: 'ok' });
+  });
+
+  it('caps at day zero (no samples at all for the organisation) with cap_day0, before cap_shared', () => {
+    const { stats, route } = setup();
+    expect(route().insight).toMatchObject({ confidenceReason: 'cap_day0', phase: 'cold_start' });
+    expect(route().insight.confidence).toBeLessThanOrEqual(0.5);
+    stats.set({ orgId: '*', provider: 'p', model: 'good', n: 100, outcomeMean: 0.9 });
+    expect(route().insight).toMatchObject({ confidenceReason: 'cap_day0', usedSharedPoolPrior: true, confidence: 0.5 });
+    // Without a stats snapshot at all (module not wired) it is day zero too.
+    const bare = new RoutingService(makeConfig(yaml()));
+    expect(bare.route(makeInput()).insight.confidenceReason).toBe('cap_day0');
+  });
+
+  it('caps a winner with fewer than n_min samples and no pool with insufficient_samples', () => {
+    const { stats, route } = setup();
+    stats.set({ orgId: 'acme', provider: 'p', model: 'other', n: 100 });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 5, outcomeMean: 0.9, outcomeVar: 0.01 });
+    const d = route();
+    expect(d.plan[0].model).toBe('good');
+    expect(d.insight).toMatchObject({ confidenceReason: 'insufficient_samples', confidence: 0.6, usedSharedPoolPrior: false });
+  });
+
+  it('reports single_candidate with confidence 1 and no exploration for a lone candidate', () => {
+    const { stats, route } = setup({ yaml: yaml('', '[p/good]') });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 3, outcomeMean: 0.4 });
+    const d = route();
+    expect(d.insight).toMatchObject({ confidence: 1, confidenceReason: 'single_candidate', explorationRateEffective: 0, routerInvoked: true });
+    expect(d.insight.evidence).toMatchObject({ samples: 3, top2ScoreGap: 0 });
+  });
+
+  describe('repeatability', () => {
+    const close = (s: ReturnType<typeof setup>) => {
+      s.stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 30, outcomeMean: 0.6, outcomeVar: 0.1 });
+      s.stats.set({ orgId: 'acme', provider: 'p', model: 'plain', n: 30, outcomeMean: 0.64, outcomeVar: 0.1 });
+      return s;
+    };
+
+    it('gives the same confidence and exploration for the same request id (draws seeded by it)', () => {
+      const a = close(setup());
+      const b = close(setup());
+      const first = a.route({ requestId: 'req-abc' });
+      expect(a.route({ requestId: 'req-abc' }).insight).toEqual(first.insight);
+      expect(b.route({ requestId: 'req-abc', random: () => 0.99 }).insight).toEqual(first.insight);
+      expect(first.insight.confidence).toBeGreaterThan(0.5);
+      expect(first.insight.confidence).toBeLessThan(0.95);
+      const others = new Set(['r1', 'r2', 'r3', 'r4', 'r5'].map((id) => a.route({ requestId: id }).insight.confidence));
+      expect(others.size).toBeGreaterThan(1);
+    });
+
+    it('dry-run orders by posterior mean whatever the random source; live samples', () => {
+      const s = close(setup());
+      const dry = [0.01, 0.5, 0.99].map((r) => s.route({ random: () => r }).plan);
+      expect(dry[1]).toEqual(dry[0]);
+      expect(dry[2]).toEqual(dry[0]);
+      const rnd = seededRandom(7);
+      const firsts = new Set(Array.from({ length: 50 }, (_, i) => s.route({ mode: 'live', requestId: `r${i}`, random: rnd }).plan[0].model));
+      expect(firsts).toEqual(new Set(['good', 'plain']));
+      // The same seed gives the same live order.
+      const order = (seed: number) => Array.from({ length: 20 }, (_, i) => s.route({ mode: 'live', requestId: `r${i}`, random: seededRandom(seed) }).plan[0].model);
+      expect(order(3)).toEqual(order(3));
+    });
+  });
+
+  it('Thompson sampling converges to the better model, against a prior that favours the worse one', () => {
+    const s = setup({
+      yaml: `
+providers:
+  p: { family: mock }
+models:
+  good: { provider: p, quality: 0.5 }
+  bad:  { provider: p, quality: 0.8 }
+routes:
+  - { name: learn, models: [auto], strategy: feedback_driven, targets: [p/bad, p/good] }
+`,
+    });
+    const truth: Record<string, number> = { good: 0.75, bad: 0.6 };
+    const acc: Record<string, { n: number; sum: number; sumSq: number }> = { good: { n: 0, sum: 0, sumSq: 0 }, bad: { n: 0, sum: 0, sumSq: 0 } };
+    const pick = seededRandom(11);
+    const world = seededRandom(12);
+    const chosen: string[] = [];
+    const exploration: number[] = [];
+    for (let round = 0; round < 2000; round++) {
+      const d = s.route({ mode: 'live', requestId: `r${round}`, random: pick });
+      const model = d.plan[0].model;
+      chosen.push(model);
+      exploration.push(d.insight.explorationRateEffective);
+      const y = world() < truth[model] ? 1 : 0;
+      const a = acc[model];
+      a.n++;
+      a.sum += y;
+      a.sumSq += y * y;
+      const mean = a.sum / a.n;
+      s.stats.set({ orgId: 'acme', provider: 'p', model, n: a.n, outcomeMean: mean, outcomeVar: a.sumSq / a.n - mean * mean, requests: a.n });
+    }
+    const share = (from: number, to: number) => chosen.slice(from, to).filter((m) => m === 'good').length / (to - from);
+    expect(share(0, 50)).toBeLessThan(0.5); // the prior first sends traffic to "bad"
+    expect(share(1500, 2000)).toBeGreaterThanOrEqual(0.9);
+    // Exploration decays as the posteriors narrow.
+    const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
+    expect(mean(exploration.slice(1500))).toBeLessThan(mean(exploration.slice(0, 100)));
+  });
+
+  describe('regressions', () => {
+    it('lower the score by penalty × (1 − age / 7 days), and are counted and dated in the evidence', () => {
+      const { stats, regressions, route } = setup();
+      stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 50, outcomeMean: 0.7, outcomeVar: 0.04, latencyP50Ms: 1000 });
+      const before = scoreOf(route(), 'good');
+      regressions
+        .add('acme', 'p', 'good', new Date(NOW.getTime() - DAY))
+        .add('acme', 'p', 'good', new Date(NOW.getTime() - 3 * DAY))
+        .add('acme', 'p', 'good', new Date(NOW.getTime() - 8 * DAY)) // outside the 7-day window
+        .add('other-org', 'p', 'good', new Date(NOW.getTime() - DAY)); // another organisation's
+      // penalty = .05 × (1 − 1/7) + .05 × (1 − 3/7) = .05 × 10/7 = .0714286
+      const d = route();
+      expect(scoreOf(d, 'good')).toBeCloseTo(before - 0.05 * (10 / 7), 12);
+      expect(d.insight.evidence).toMatchObject({
+        recentRegressions: { kind: 'exact', exact: 2 },
+        // 2025-01-09T12:02:29Z to the nearest 5 minutes
+        lastRegressionAt: '2025-01-09T12:00:00.000Z',
+      });
+    });
+
+    it('rounds the last regression half up to the nearest 5 minutes', () => {
+      const { stats, regressions, route } = setup();
+      stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 50, outcomeMean: 0.9 });
+      regressions.add('acme', 'p', 'good', new Date('2025-01-10T10:02:30.000Z'));
+      expect(route().insight.evidence!.lastRegressionAt).toBe('2025-01-10T10:05:00.000Z');
+    });
+
+    it('cap the penalty at max_penalty and bucket the count (exact < 10, at least 10, at least 50)', () => {
+      const { stats, regressions, route } = setup();
+      stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 50, outcomeMean: 0.95 });
+      const base = scoreOf(route(), 'good');
+      const add = (k: number) => {
+        for (let i = 0; i < k; i++) regressions.add('acme', 'p', 'good', new Date(NOW.getTime() - i * 60_000));
+      };
+      add(9);
+      expect(route().insight.evidence!.recentRegressions).toEqual({ kind: 'exact', exact: 9 });
+      add(1);
+      expect(route().insight.evidence!.recentRegressions).toEqual({ kind: 'at_least', at_least: 10 });
+      expect(scoreOf(route(), 'good')).toBeCloseTo(base - 0.2, 12);
+      add(39);
+      expect(route().insight.evidence!.recentRegressions).toEqual({ kind: 'at_least', at_least: 10 });
+      add(1);
+      expect(route().insight.evidence!.recentRegressions).toEqual({ kind: 'at_least', at_least: 50 });
+    });
+
+    it('can turn the decision: of two equal models, the one with recent regressions loses', () => {
+      const { stats, regressions, route } = setup({ yaml: yaml('', '[p/plain, p/other]') });
+      for (const model of ['plain', 'other']) stats.set({ orgId: 'acme', provider: 'p', model, n: 100, outcomeMean: 0.7, outcomeVar: 0.05 });
+      expect(route().plan[0].model).toBe('plain');
+      regressions.add('acme', 'p', 'plain', new Date(NOW.getTime() - 3600_000));
+      expect(route().plan[0].model).toBe('other');
+    });
+  });
+});

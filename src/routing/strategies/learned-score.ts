@@ -1,0 +1,246 @@
+import type { GatewayConfig, ModelSpec, TargetRef } from '../../config/gateway-config';
+import type { ModelStats, StatsSnapshot } from '../../learning/model-stats';
+import { REGRESSION_WINDOW_MS, RegressionsView } from '../regressions/regressions-view';
+import type { ConfidenceReason, Phase, RoutingEvidence } from '../routing.types';
+import { quickNormal } from './random';
+
+export type RouterParams = GatewayConfig['routing'];
+export type SignalWeights = { session: number; auto: number; manual: number; benchmark: number };
+
+/** Where a candidate's prior mean came from. */
+export type PriorSource = 'catalogue' | 'pool' | 'default';
+
+/**
+ * Everything the learning strategies know about one candidate (DESIGN §6 "One model of
+ * uncertainty"). `score` is what explain reports and what selection, confidence and exploration
+ * all draw around, so the numbers agree with each other.
+ */
+export interface Assessment extends TargetRef {
+  /** The organisation's samples for the pair (sessions with feedback, `model_stats.n`). */
+  n: number;
+  phase: Phase;
+  weights: SignalWeights;
+  /** The four signals in [0, 1]; null when there is nothing to say (no feedback, no traffic, not configured). */
+  signals: { session: number | null; auto: number | null; manual: number | null; benchmark: number | null };
+  prior: number;
+  priorSource: PriorSource;
+  /** Posterior mean before the regression penalty. */
+  mean: number;
+  /** Posterior variance σ²/(n0 + n). */
+  variance: number;
+  /** Subtracted from the mean for the regressions of the last 7 days. */
+  penalty: number;
+  /** mean − penalty: the candidate's score. */
+  score: number;
+  /** The organisation's observed outcome variance for the pair (0 without samples). */
+  outcomeVariance: number;
+  /** Regressions of the pair for the organisation in the last 7 days, newest first. */
+  regressions: readonly Date[];
+}
+
+const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
+
+/**
+ * The learned score of a candidate, per (organisation, provider, model), from the stats snapshot
+ * and the regression record (DESIGN §6; README "Configuration", `routing.*`):
+ *
+ *   phase      from n: cold_start (n < n_min), learning, steady (n ≥ n_steady); it picks the signal
+ *              weights w = routing.weights[phase] (session, auto, manual, benchmark; they sum to 1).
+ *   signals    session = outcome mean ȳ (y = w_s·score/10 + w_u·useful, the learning job's outcome);
+ *              auto = success rate × min(1, latency_target_ms / latency p50) (1 when p50 is unknown);
+ *              manual = models.<id>.manual_score; benchmark = models.<id>.quality.
+ *   observed   ō = a·session + (1 − a)·auto with a = w.session/(w.session + w.auto) (a = 1 when auto is
+ *              unknown); its variance s² = a²·outcome_var (auto is a rate over many requests: no noise).
+ *   prior      m0 = (w.manual·manual + w.benchmark·benchmark)/(w.manual + w.benchmark) over those
+ *              configured, else default_prior; but when n < n_min and the cross-organisation pool has
+ *              ≥ n_min samples, m0 = the pool's observed ō (same blend) instead (usedSharedPoolPrior).
+ *   posterior  Normal(μ, σ²/(n0 + n)) with μ = (n0·m0 + n·ō)/(n0 + n) and
+ *              σ² = max(variance_floor, (n·s² + n0·prior_variance)/(n0 + n)): the prior is worth n0
+ *              pseudo-samples of variance prior_variance, so a day-zero candidate is wide and a
+ *              well-sampled one as narrow as its own outcomes say.
+ *   regressions each regression of the last 7 days lowers the score by penalty·(1 − age/7 days),
+ *              so its effect fades out linearly; the total is capped at max_penalty.
+ *   score      μ − penalty.
+ */
+export class LearnedScorer {
+  constructor(
+    private readonly params: RouterParams,
+    private readonly models: Readonly<Record<string, ModelSpec>>,
+    private readonly stats?: StatsSnapshot,
+    private readonly regressions?: RegressionsView,
+  ) {}
+
+  get n0(): number {
+    return this.params.n0;
+  }
+
+  phaseOf(n: number): Phase {
+    if (n < this.params.n_min) return 'cold_start';
+    return n >= this.params.n_steady ? 'steady' : 'learning';
+  }
+
+  /** Samples the organisation has across every model (0 = day zero). */
+  orgSamples(orgId: string): number {
+    return this.stats?.orgSamples(orgId) ?? 0;
+  }
+
+  assess(target: TargetRef, orgId: string, now: Date): Assessment {
+    const p = this.params;
+    const own = this.stats?.get(orgId, target.provider, target.model);
+    const n = own?.n ?? 0;
+    const phase = this.phaseOf(n);
+    const w = p.weights[phase];
+    const model = this.models[target.model];
+    const session = own && own.n > 0 ? own.outcomeMean : null;
+    const auto = this.autoSignal(own);
+    const manual = model?.manualScore ?? null;
+    const benchmark = model?.quality ?? null;
+
+    const observed = this.observed(own, w);
+    let prior: number;
+    let priorSource: PriorSource;
+    const pool = n < p.n_min ? this.stats?.pool(target.provider, target.model) : undefined;
+    const poolObserved = pool && pool.n >= p.n_min ? this.observed(pool, w) : undefined;
+    if (poolObserved) {
+      prior = poolObserved.mean;
+      priorSource = 'pool';
+    } else {
+      const parts: Array<[number, number]> = [];
+      if (manual !== null) parts.push([w.manual, manual]);
+      if (benchmark !== null) parts.push([w.benchmark, benchmark]);
+      const total = parts.reduce((s, [weight]) => s + weight, 0);
+      if (total > 0) {
+        prior = parts.reduce((s, [weight, v]) => s + weight * v, 0) / total;
+        priorSource = 'catalogue';
+      } else {
+        prior = p.default_prior;
+        priorSource = 'default';
+      }
+    }
+
+    const n0 = p.n0;
+    const obsMean = observed?.mean ?? 0;
+    const obsVar = observed?.variance ?? 0;
+    const mean = (n0 * prior + n * obsMean) / (n0 + n);
+    const sigma2 = Math.max(p.variance_floor, (n * obsVar + n0 * p.prior_variance) / (n0 + n));
+    const variance = sigma2 / (n0 + n);
+
+    const regressions = this.regressions?.recent(orgId, target.provider, target.model, now) ?? [];
+    let penalty = 0;
+    for (const at of regressions) {
+      const age = Math.max(0, now.getTime() - at.getTime());
+      penalty += p.regressions.penalty * Math.max(0, 1 - age / REGRESSION_WINDOW_MS);
+    }
+    penalty = Math.min(penalty, p.regressions.max_penalty);
+
+    return {
+      provider: target.provider,
+      model: target.model,
+      n,
+      phase,
+      weights: { ...w },
+      signals: { session, auto, manual, benchmark },
+      prior,
+      priorSource,
+      mean,
+      variance,
+      penalty,
+      score: mean - penalty,
+      outcomeVariance: own && own.n > 0 ? own.outcomeVar : 0,
+      regressions,
+    };
+  }
+
+  /** success rate × min(1, target / p50); null without traffic. */
+  private autoSignal(s: ModelStats | undefined): number | null {
+    if (!s || s.requests <= 0) return null;
+    const latency = s.latencyP50Ms === null || s.latencyP50Ms <= 0 ? 1 : Math.min(1, this.params.latency_target_ms / s.latencyP50Ms);
+    return clamp01(s.successRate * latency);
+  }
+
+  /** The observed mean ō and its per-sample variance s², or undefined without samples. */
+  private observed(s: ModelStats | undefined, w: SignalWeights): { mean: number; variance: number } | undefined {
+    if (!s || s.n <= 0) return undefined;
+    const auto = this.autoSignal(s);
+    const a = auto === null || w.session + w.auto <= 0 ? 1 : w.session / (w.session + w.auto);
+    return { mean: a * s.outcomeMean + (1 - a) * (auto ?? 0), variance: a * a * s.outcomeVar };
+  }
+}
+
+/** Indexes of the assessments by score, highest first; ties keep the route's order. */
+export function byScore(a: readonly Assessment[]): number[] {
+  return a.map((_, i) => i).sort((i, j) => a[j].score - a[i].score || i - j);
+}
+
+/**
+ * K joint posterior draws (one Normal per candidate per draw, seeded; quickNormal), each resolved to
+ * a winner by `choose`; returns how often each candidate won.
+ */
+export function drawWinners(a: readonly Assessment[], k: number, random: () => number, choose: (theta: Float64Array) => number): Int32Array {
+  const mean = Float64Array.from(a, (x) => x.score);
+  const sd = Float64Array.from(a, (x) => Math.sqrt(x.variance));
+  const theta = new Float64Array(a.length);
+  const wins = new Int32Array(a.length);
+  for (let d = 0; d < k; d++) {
+    for (let i = 0; i < a.length; i++) theta[i] = mean[i] + sd[i] * quickNormal(random);
+    wins[choose(theta)]++;
+  }
+  return wins;
+}
+
+export const argmax = (theta: ArrayLike<number>): number => {
+  let best = 0;
+  for (let i = 1; i < theta.length; i++) if (theta[i] > theta[best]) best = i;
+  return best;
+};
+
+export interface ConfidenceCaps {
+  day0: number;
+  shared: number;
+  insufficient_samples: number;
+}
+
+/**
+ * The contract's confidence_reason and the cap it puts on the raw probability, first that holds:
+ *   single_candidate      one candidate: confidence 1 (nothing to choose between);
+ *   cap_day0              the organisation has no samples at all: ≤ caps.day0 (priors only);
+ *   cap_shared            the selected candidate's prior is the cross-organisation pool: ≤ caps.shared;
+ *   insufficient_samples  the selected candidate has n < n_min: ≤ caps.insufficient_samples;
+ *   ok                    the raw probability, uncapped.
+ */
+export function capConfidence(
+  raw: number,
+  candidates: number,
+  orgSamples: number,
+  selected: Assessment,
+  nMin: number,
+  caps: ConfidenceCaps,
+): { confidence: number; reason: ConfidenceReason } {
+  if (candidates <= 1) return { confidence: 1, reason: 'single_candidate' };
+  if (orgSamples <= 0) return { confidence: Math.min(raw, caps.day0), reason: 'cap_day0' };
+  if (selected.priorSource === 'pool') return { confidence: Math.min(raw, caps.shared), reason: 'cap_shared' };
+  if (selected.n < nMin) return { confidence: Math.min(raw, caps.insufficient_samples), reason: 'insufficient_samples' };
+  return { confidence: raw, reason: 'ok' };
+}
+
+const FIVE_MINUTES_MS = 5 * 60 * 1000;
+
+/** Contract "Explain response": exact below 10, else the 10 or 50 threshold reached. */
+export function bucketRegressions(n: number): RoutingEvidence['recentRegressions'] {
+  if (n < 10) return { kind: 'exact', exact: n };
+  return { kind: 'at_least', at_least: n >= 50 ? 50 : 10 };
+}
+
+/** The evidence behind a decision: the selected candidate's samples, variance and regressions, and the top-2 gap. */
+export function evidenceOf(selected: Assessment, all: readonly Assessment[]): RoutingEvidence {
+  const order = byScore(all);
+  const gap = order.length > 1 ? all[order[0]].score - all[order[1]].score : 0;
+  const last = selected.regressions[0];
+  return {
+    samples: selected.n,
+    top2ScoreGap: gap,
+    outcomeVariance: selected.outcomeVariance,
+    recentRegressions: bucketRegressions(selected.regressions.length),
+    lastRegressionAt: last ? new Date(Math.round(last.getTime() / FIVE_MINUTES_MS) * FIVE_MINUTES_MS).toISOString() : null,
+  };
+}

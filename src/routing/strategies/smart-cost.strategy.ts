@@ -1,0 +1,92 @@
+import type { ModelSpec, TargetRef } from '../../config/gateway-config';
+import type { Candidate } from '../routing.types';
+import { estimateCost } from './cost';
+import { byScore, capConfidence, drawWinners, evidenceOf, LearnedScorer, RouterParams } from './learned-score';
+import { mulberry32, seedOf } from './random';
+import type { RoutingStrategy, StrategyContext, StrategyResult } from './strategy';
+
+/**
+ * The smart_cost rule over a set of scores: among the candidates whose score is within `tolerance`
+ * of the best (score ≥ best − tolerance), the cheapest by estimated cost; an unknown cost counts as
+ * dearer than any known one; ties go to the higher score, then to the route's order.
+ */
+export function cheapestWithinTolerance(scores: ArrayLike<number>, costs: readonly (number | null)[], tolerance: number): number {
+  let best = -Infinity;
+  for (let i = 0; i < scores.length; i++) best = Math.max(best, scores[i]);
+  // A hair of slack: 0.8 − 0.1 is 0.7000000000000001 in floating point, and 0.7 is within 0.1 of 0.8.
+  const floor = best - tolerance - 1e-12;
+  let pick = -1;
+  for (let i = 0; i < scores.length; i++) {
+    if (scores[i] < floor) continue;
+    if (pick < 0) {
+      pick = i;
+      continue;
+    }
+    const ci = costs[i] ?? Infinity;
+    const cp = costs[pick] ?? Infinity;
+    if (ci < cp || (ci === cp && scores[i] > scores[pick])) pick = i;
+  }
+  return pick;
+}
+
+/**
+ * `smart_cost` (issue 7): the cheapest candidate whose learned score (the same posterior as
+ * feedback_driven) is within `routing.smart_cost.tolerance` of the best. Deterministic in both modes:
+ * it does not explore (exploration_rate_effective 0). Fallback order: the other candidates within
+ * tolerance by cost, then the rest by score. Confidence = the share of K posterior draws (seeded by
+ * the request id) in which the same rule, applied to the drawn scores, picks the same candidate;
+ * capped like feedback_driven's. phase and weights are feedback_driven's only (contract): null here.
+ */
+export class SmartCostStrategy implements RoutingStrategy {
+  readonly id = 'smart_cost' as const;
+  readonly invokesRouter = true;
+
+  constructor(
+    private readonly scorer: LearnedScorer,
+    private readonly params: RouterParams,
+    private readonly models: Readonly<Record<string, ModelSpec>>,
+  ) {}
+
+  scoreOf(candidate: TargetRef, ctx: StrategyContext): number {
+    return this.scorer.assess(candidate, ctx.input.caller.orgId, ctx.now).score;
+  }
+
+  select(candidates: readonly TargetRef[], ctx: StrategyContext): StrategyResult {
+    const orgId = ctx.input.caller.orgId;
+    const a = candidates.map((t) => this.scorer.assess(t, orgId, ctx.now));
+    if (a.length === 0) return { ordered: [] };
+    const costs = a.map((x) => estimateCost(this.models[x.model], ctx.tokens));
+    const tolerance = this.params.smart_cost.tolerance;
+    const scores = a.map((x) => x.score);
+    const pick = cheapestWithinTolerance(scores, costs, tolerance);
+    const floor = Math.max(...scores) - tolerance - 1e-12;
+    const eligible = a
+      .map((_, i) => i)
+      .filter((i) => i !== pick && scores[i] >= floor)
+      .sort((i, j) => (costs[i] ?? Infinity) - (costs[j] ?? Infinity) || scores[j] - scores[i] || i - j);
+    const rest = byScore(a).filter((i) => i !== pick && !eligible.includes(i));
+    const order = [pick, ...eligible, ...rest];
+    const selected = a[pick];
+
+    let raw = 1;
+    if (a.length > 1) {
+      const k = this.params.confidence_draws;
+      const wins = drawWinners(a, k, mulberry32(seedOf(ctx.input.requestId)), (theta) => cheapestWithinTolerance(theta, costs, tolerance));
+      raw = wins[pick] / k;
+    }
+    const { confidence, reason } = capConfidence(raw, a.length, this.scorer.orgSamples(orgId), selected, this.params.n_min, this.params.confidence_caps);
+    return {
+      ordered: order.map((i): Candidate => ({ provider: a[i].provider, model: a[i].model, score: a[i].score })),
+      insight: {
+        routerInvoked: true,
+        phase: null,
+        weights: null,
+        confidence,
+        confidenceReason: reason,
+        explorationRateEffective: 0,
+        usedSharedPoolPrior: selected.priorSource === 'pool',
+        evidence: evidenceOf(selected, a),
+      },
+    };
+  }
+}
