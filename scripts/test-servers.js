@@ -55,9 +55,16 @@ async function startPostgres() {
       try {
         pgRun('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
       } catch {}
-      fs.rmSync(dir, { recursive: true, force: true });
+      removeDir(dir);
     },
   };
+}
+
+/** Best effort: a server's leftovers in the temp dir must never fail the test run. */
+function removeDir(dir) {
+  try {
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+  } catch {}
 }
 
 async function startRedis() {
@@ -73,9 +80,19 @@ async function startRedis() {
     url: `redis://127.0.0.1:${port}`,
     stop() {
       try {
-        process.kill(Number(fs.readFileSync(pidfile, 'utf8').trim()), 'SIGTERM');
+        const pid = Number(fs.readFileSync(pidfile, 'utf8').trim());
+        process.kill(pid, 'SIGTERM');
+        // Wait (bounded) for it to exit: it may still be writing its log while the dir is removed.
+        for (let i = 0; i < 100; i++) {
+          try {
+            process.kill(pid, 0);
+          } catch {
+            break;
+          }
+          spawnSync('sleep', ['0.02']);
+        }
       } catch {}
-      fs.rmSync(dir, { recursive: true, force: true });
+      removeDir(dir);
     },
   };
 }

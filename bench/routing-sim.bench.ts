@@ -1,0 +1,400 @@
+/**
+ * `npm run bench:routing`: the learning benchmark (issue 7, "The learning benchmark"). A benchmark,
+ * not a test: it runs under jest only because jest already transforms TypeScript and PGlite here;
+ * the file name (`*.bench.ts`) keeps it out of `npm test`'s testMatch. It asserts nothing.
+ *
+ * A few simulated models with known quality (an NPS-like 0–10 score distribution and a useful rate),
+ * cost and latency. Sessions arrive in beats of BEAT sessions; each session is routed in-process by
+ * the real RoutingService (live mode, seeded RNG), a decision trace is written to `decision_traces`
+ * with the chosen pair's latency and cost, and the user's feedback (score, useful) is written to
+ * `feedback` one beat later (late), for only some sessions, and some of it random (noisy). The real
+ * AggregationJob runs at the end of every beat (recompute `model_stats` on a migrated in-memory
+ * PGlite, refresh the StatsSnapshot the router reads).
+ *
+ * Policies, each on its own fresh database, over the same simulated users (common random numbers:
+ * session i's draws are the same whatever model serves it):
+ *   feedback_driven  the gateway's router (Thompson sampling over LearnedScorer's posterior);
+ *   epsilon_greedy   ε = 0.1 uniform, else argmax of the same aggregated outcome mean from the
+ *                    snapshot (`model_stats.outcome_mean`; the benchmark prior before any feedback);
+ *   static_prior     always the highest benchmark prior (`models.<id>.quality`);
+ *   smart_cost       the gateway's smart_cost strategy live on its own traffic (it does not explore);
+ * plus smart_cost in shadow over feedback_driven's learned stats (what it would pick, per session,
+ * given the stats feedback_driven's traffic produced; nothing recorded for it).
+ *
+ * Regret = Σ over sessions (true mean outcome of the best model − true mean outcome of the chosen),
+ * outcome y = 0.6·score/10 + 0.4·useful (the learning job's default weights).
+ * Calibration: a feedback_driven dry-run decision each beat (and the live decisions), bucketed by
+ * confidence; for confidence ≥ 0.8, how often the chosen model was the true best.
+ *
+ * Environment: ROUTING_SIM_SEEDS (default 5), ROUTING_SIM_SESSIONS (default 2000).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pino from 'pino';
+import type { Caller } from '../src/common/http/request-context';
+import { AppConfig } from '../src/config/app-config';
+import { loadEnv } from '../src/config/env';
+import { loadGatewayConfig } from '../src/config/gateway-config';
+import { AggregationJob } from '../src/learning/aggregation.job';
+import { ModelStatsRepository } from '../src/learning/model-stats.repository';
+import { StatsSnapshotService } from '../src/learning/stats-snapshot.service';
+import { MetricsService } from '../src/metrics/metrics.service';
+import { RoutingService } from '../src/routing/routing.service';
+import type { RoutingDecision } from '../src/routing/routing.types';
+import { mulberry32 } from '../src/routing/strategies/random';
+import type { SqlStore } from '../src/stores/sql/sql-store';
+import { createTestPglite } from '../test/support/pglite';
+
+const SEEDS = Number(process.env.ROUTING_SIM_SEEDS ?? 5);
+const SESSIONS = Number(process.env.ROUTING_SIM_SESSIONS ?? 2000);
+const BEAT = 25; // sessions between two aggregation runs
+const FEEDBACK_DELAY_BEATS = 1; // feedback of beat k is written after beat k + 1's sessions
+const FEEDBACK_RATE = 0.7; // share of sessions that give feedback at all
+const NOISE_RATE = 0.15; // share of the feedback given at random (score uniform 0–10, useful 50/50)
+const SCORE_SD = 1.8; // spread of a model's score distribution (0–10 scale)
+const EPSILON = 0.1;
+const CHECKPOINTS = [500, 1000, 2000].filter((c) => c <= SESSIONS);
+const WINDOW = 250; // "share after N sessions" = share of sessions N − 249 … N
+const W_SCORE = 0.6;
+const W_USEFUL = 0.4;
+const ORG = 'sim';
+
+interface SimModel {
+  id: string;
+  /** Benchmark prior in the catalogue (`quality`): deliberately wrong for the truly best model. */
+  prior: number;
+  scoreMean: number;
+  usefulRate: number;
+  latencyMs: number;
+  inPerMtok: number;
+  outPerMtok: number;
+}
+
+const MODELS: SimModel[] = [
+  { id: 'frontier-xl', prior: 0.88, scoreMean: 7.2, usefulRate: 0.68, latencyMs: 1600, inPerMtok: 10, outPerMtok: 30 },
+  { id: 'balanced-pro', prior: 0.72, scoreMean: 8.6, usefulRate: 0.86, latencyMs: 900, inPerMtok: 3, outPerMtok: 15 },
+  { id: 'budget-mini', prior: 0.62, scoreMean: 8.2, usefulRate: 0.8, latencyMs: 500, inPerMtok: 0.25, outPerMtok: 1.25 },
+  { id: 'legacy-7b', prior: 0.66, scoreMean: 5.8, usefulRate: 0.5, latencyMs: 700, inPerMtok: 0.5, outPerMtok: 1.5 },
+];
+
+/** The NPS-like score distribution of a model: a normal around scoreMean, discretised to 0…10. */
+function scorePmf(mean: number): number[] {
+  const pdf = Array.from({ length: 11 }, (_, s) => Math.exp(-((s - mean) ** 2) / (2 * SCORE_SD ** 2)));
+  const total = pdf.reduce((a, b) => a + b, 0);
+  return pdf.map((p) => p / total);
+}
+const PMF = MODELS.map((m) => scorePmf(m.scoreMean));
+const CDF = PMF.map((p) => p.map((_, i) => p.slice(0, i + 1).reduce((a, b) => a + b, 0)));
+const TRUE_SCORE = PMF.map((p) => p.reduce((s, pi, i) => s + pi * i, 0));
+/** True mean outcome per model (what regret and "best" are about). */
+const TRUE_Y = MODELS.map((m, i) => W_SCORE * (TRUE_SCORE[i] / 10) + W_USEFUL * m.usefulRate);
+const BEST = TRUE_Y.indexOf(Math.max(...TRUE_Y));
+const PRIOR_BEST = MODELS.map((m) => m.prior).indexOf(Math.max(...MODELS.map((m) => m.prior)));
+const idx = (model: string) => MODELS.findIndex((m) => m.id === model);
+
+const PROMPT = 'Summarise the following support conversation and propose a next step. '.repeat(28); // ~2,000 chars ≈ 500 tokens
+const MAX_COMPLETION = 400;
+
+const YAML = `
+providers:
+  mock: { family: mock }
+models:
+${MODELS.map((m) => `  ${m.id}: { provider: mock, type: chat, quality: ${m.prior}, cost: { input_per_mtok: ${m.inPerMtok}, output_per_mtok: ${m.outPerMtok} } }`).join('\n')}
+routes:
+  - { name: sim, models: [auto], strategy: feedback_driven, targets: [${MODELS.map((m) => `mock/${m.id}`).join(', ')}] }
+  - { name: sim-cost, models: [auto-cost], strategy: smart_cost, targets: [${MODELS.map((m) => `mock/${m.id}`).join(', ')}] }
+`;
+
+const CALLER: Caller = {
+  orgId: ORG,
+  keyId: 'sim-key',
+  plan: 'pro',
+  features: ['feedback_routing', 'explain'],
+  permissions: ['read', 'write'],
+  killSwitches: [],
+  monthlyRequestLimit: null,
+} as Caller;
+
+/** Session i's user: the same uniform draws whatever model serves it (common random numbers). */
+interface User {
+  uScore: number;
+  uUseful: number;
+  uGives: number;
+  uNoise: number;
+  uNoiseScore: number;
+  uNoiseUseful: number;
+  uLatency: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+function makeUsers(seed: number): User[] {
+  const r = mulberry32(seed * 7919 + 17);
+  return Array.from({ length: SESSIONS }, () => ({
+    uScore: r(),
+    uUseful: r(),
+    uGives: r(),
+    uNoise: r(),
+    uNoiseScore: r(),
+    uNoiseUseful: r(),
+    uLatency: r(),
+    promptTokens: 400 + Math.floor(r() * 200),
+    completionTokens: 150 + Math.floor(r() * 250),
+  }));
+}
+
+function feedbackOf(u: User, m: number): { score: number; useful: boolean } | null {
+  if (u.uGives >= FEEDBACK_RATE) return null;
+  if (u.uNoise < NOISE_RATE) return { score: Math.min(10, Math.floor(u.uNoiseScore * 11)), useful: u.uNoiseUseful < 0.5 };
+  const score = CDF[m].findIndex((c) => u.uScore < c);
+  return { score: score < 0 ? 10 : score, useful: u.uUseful < MODELS[m].usefulRate };
+}
+
+const costOf = (u: User, m: number) => (u.promptTokens * MODELS[m].inPerMtok + u.completionTokens * MODELS[m].outPerMtok) / 1e6;
+
+type Policy = 'feedback_driven' | 'epsilon_greedy' | 'static_prior' | 'smart_cost';
+
+interface CalPoint {
+  confidence: number;
+  best: boolean;
+}
+
+interface RunResult {
+  choices: number[];
+  shadowCost: number[]; // smart_cost's pick over feedback_driven's stats (feedback_driven run only)
+  calDry: CalPoint[];
+  calLive: CalPoint[];
+}
+
+async function runPolicy(policy: Policy, seed: number, users: User[]): Promise<RunResult> {
+  const env = { GATEWAY_DATA_DIR: '/tmp/routing-sim-unused' };
+  const config = new AppConfig(loadEnv(env), loadGatewayConfig(YAML, env));
+  const sql: SqlStore = await createTestPglite();
+  const snapshot = new StatsSnapshotService();
+  const job = new AggregationJob(new ModelStatsRepository(sql), snapshot, config, new MetricsService(), { pino: pino({ level: 'silent' }) });
+  const routing = new RoutingService(config, snapshot);
+  const rng = mulberry32(seed * 104729 + policy.length * 31 + policy.charCodeAt(0));
+  const epsRng = mulberry32(seed * 1299709 + 5);
+
+  const out: RunResult = { choices: [], shadowCost: [], calDry: [], calLive: [] };
+  const pending: Array<{ due: number; rows: Array<{ session: string; score: number; useful: boolean }> }> = [];
+  const input = (model: string, requestId: string, mode: 'live' | 'dry-run') => ({
+    caller: CALLER,
+    model,
+    messages: [{ role: 'user' as const, content: PROMPT }],
+    maxCompletionTokens: MAX_COMPLETION,
+    sessionId: requestId,
+    requestId,
+    mode,
+    random: rng,
+  });
+  const pick = (d: RoutingDecision) => idx(d.plan[0].model);
+
+  try {
+    for (let beat = 0; beat * BEAT < SESSIONS; beat++) {
+      const traces: unknown[][] = [];
+      const fb: Array<{ session: string; score: number; useful: boolean }> = [];
+      for (let i = beat * BEAT; i < Math.min(SESSIONS, (beat + 1) * BEAT); i++) {
+        const u = users[i];
+        const session = `s${seed}-${i}`;
+        let m: number;
+        if (policy === 'feedback_driven' || policy === 'smart_cost') {
+          const d = routing.route(input(policy === 'feedback_driven' ? 'auto' : 'auto-cost', session, 'live'));
+          m = pick(d);
+          if (policy === 'feedback_driven') {
+            if (d.insight.confidence !== null) out.calLive.push({ confidence: d.insight.confidence, best: m === BEST });
+            out.shadowCost.push(pick(routing.route(input('auto-cost', `${session}-shadow`, 'live'))));
+          }
+        } else if (policy === 'static_prior') {
+          m = PRIOR_BEST;
+        } else {
+          if (epsRng() < EPSILON) m = Math.floor(epsRng() * MODELS.length);
+          else {
+            const est = MODELS.map((mm) => {
+              const s = snapshot.get(ORG, 'mock', mm.id);
+              return s && s.n > 0 ? s.outcomeMean : mm.prior;
+            });
+            m = est.indexOf(Math.max(...est));
+          }
+        }
+        out.choices.push(m);
+        const latency = MODELS[m].latencyMs * (0.7 + 0.6 * u.uLatency);
+        traces.push([session, ORG, 'sim-key', session, 'chat', 'auto', 'sim', policy, 'mock', MODELS[m].id, 200, latency, u.promptTokens, u.completionTokens, costOf(u, m)]);
+        const f = feedbackOf(u, m);
+        if (f) fb.push({ session, ...f });
+      }
+      await insertTraces(sql, traces);
+      pending.push({ due: beat + FEEDBACK_DELAY_BEATS, rows: fb });
+      for (const p of pending.filter((p) => p.due <= beat)) await insertFeedback(sql, p.rows);
+      pending.splice(0, pending.length, ...pending.filter((p) => p.due > beat));
+      const run = await job.run();
+      if (run.aggregation !== 'done' || run.snapshot !== 'refreshed') throw new Error(`aggregation: ${JSON.stringify(run)}`);
+      if (policy === 'feedback_driven') {
+        const d = routing.route(input('auto', `dry-${seed}-${beat}`, 'dry-run'));
+        if (d.insight.confidence !== null) out.calDry.push({ confidence: d.insight.confidence, best: pick(d) === BEST });
+      }
+    }
+  } finally {
+    await sql.close();
+  }
+  return out;
+}
+
+async function insertTraces(sql: SqlStore, rows: unknown[][]): Promise<void> {
+  if (rows.length === 0) return;
+  const cols = 15;
+  const values = rows.map((_, r) => `(${Array.from({ length: cols }, (_, c) => `$${r * cols + c + 1}`).join(', ')})`).join(', ');
+  await sql.query(
+    `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, route, strategy,
+       selected_provider, selected_model, status, latency_ms, prompt_tokens, completion_tokens, cost_usd) VALUES ${values}`,
+    rows.flat(),
+  );
+}
+
+async function insertFeedback(sql: SqlStore, rows: Array<{ session: string; score: number; useful: boolean }>): Promise<void> {
+  if (rows.length === 0) return;
+  const values = rows.map((_, r) => `($${r * 4 + 1}, $${r * 4 + 2}, $${r * 4 + 3}, $${r * 4 + 4})`).join(', ');
+  await sql.query(
+    `INSERT INTO feedback (org_id, session_id, score, useful) VALUES ${values}
+     ON CONFLICT (org_id, session_id) DO UPDATE SET score = EXCLUDED.score, useful = EXCLUDED.useful, updated_at = now()`,
+    rows.flatMap((f) => [ORG, f.session, f.score, f.useful]),
+  );
+}
+
+// ---------- metrics ----------
+
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
+const windowShare = (choices: number[], n: number) => {
+  const w = choices.slice(Math.max(0, n - WINDOW), n);
+  return w.filter((m) => m === BEST).length / w.length;
+};
+const regretOf = (choices: number[]) => choices.reduce((s, m) => s + (TRUE_Y[BEST] - TRUE_Y[m]), 0);
+const modelShares = (choices: number[]) => Object.fromEntries(MODELS.map((m, i) => [m.id, choices.filter((c) => c === i).length / choices.length]));
+
+function costFigures(choices: number[], users: User[]) {
+  const cost = choices.reduce((s, m, i) => s + costOf(users[i], m), 0);
+  const baseline = users.reduce((s, u) => s + costOf(u, BEST), 0); // always the truly best-quality model
+  const quality = mean(choices.map((m) => TRUE_Y[m]));
+  return { costUsd: cost, baselineCostUsd: baseline, costSaved: 1 - cost / baseline, qualityLost: TRUE_Y[BEST] - quality, qualityLostRel: (TRUE_Y[BEST] - quality) / TRUE_Y[BEST] };
+}
+
+function calibration(points: CalPoint[]) {
+  const buckets = [
+    [0, 0.5],
+    [0.5, 0.6],
+    [0.6, 0.8],
+    [0.8, 0.9],
+    [0.9, 1.0001],
+  ];
+  const hi = points.filter((p) => p.confidence >= 0.8);
+  return {
+    n: points.length,
+    highConfidence: { n: hi.length, meanConfidence: mean(hi.map((p) => p.confidence)), chosenWasBest: mean(hi.map((p) => (p.best ? 1 : 0))) },
+    buckets: buckets.map(([lo, up]) => {
+      const b = points.filter((p) => p.confidence >= lo && p.confidence < up);
+      return { range: `[${lo}, ${Math.min(1, up)}${up > 1 ? ']' : ')'}`, n: b.length, meanConfidence: mean(b.map((p) => p.confidence)), chosenWasBest: mean(b.map((p) => (p.best ? 1 : 0))) };
+    }),
+  };
+}
+
+const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(1)} %` : '–');
+const f1 = (x: number) => x.toFixed(1);
+const range = (xs: number[], fmt: (x: number) => string) => `${fmt(mean(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`;
+
+test(
+  'routing learning benchmark',
+  async () => {
+    const started = Date.now();
+    const policies: Policy[] = ['feedback_driven', 'epsilon_greedy', 'static_prior', 'smart_cost'];
+    const runs: Record<Policy, RunResult[]> = { feedback_driven: [], epsilon_greedy: [], static_prior: [], smart_cost: [] };
+    const usersBySeed: User[][] = [];
+    for (let seed = 1; seed <= SEEDS; seed++) {
+      const users = makeUsers(seed);
+      usersBySeed.push(users);
+      for (const p of policies) runs[p].push(await runPolicy(p, seed, users));
+      process.stdout.write(`seed ${seed}/${SEEDS} done (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
+    }
+
+    const perPolicy = Object.fromEntries(
+      (['feedback_driven', 'epsilon_greedy', 'static_prior', 'smart_cost'] as Policy[]).map((p) => {
+        const rs = runs[p];
+        return [
+          p,
+          {
+            shareOnBest: Object.fromEntries(CHECKPOINTS.map((c) => [c, mean(rs.map((r) => windowShare(r.choices, c)))])),
+            shareOnBestPerSeed: Object.fromEntries(CHECKPOINTS.map((c) => [c, rs.map((r) => windowShare(r.choices, c))])),
+            cumulativeShareOnBest: mean(rs.map((r) => r.choices.filter((m) => m === BEST).length / r.choices.length)),
+            regret: mean(rs.map((r) => regretOf(r.choices))),
+            regretPerSeed: rs.map((r) => regretOf(r.choices)),
+            modelShares: rs.map((r) => modelShares(r.choices)),
+            cost: rs.map((r, s) => costFigures(r.choices, usersBySeed[s])),
+          },
+        ];
+      }),
+    ) as Record<Policy, { shareOnBest: Record<number, number>; shareOnBestPerSeed: Record<number, number[]>; cumulativeShareOnBest: number; regret: number; regretPerSeed: number[]; modelShares: Record<string, number>[]; cost: ReturnType<typeof costFigures>[] }>;
+    const shadow = runs.feedback_driven.map((r, s) => costFigures(r.shadowCost, usersBySeed[s]));
+    const shadowLate = runs.feedback_driven.map((r, s) => costFigures(r.shadowCost.slice(-WINDOW), usersBySeed[s].slice(SESSIONS - WINDOW)));
+    const shadowShares = runs.feedback_driven.map((r) => modelShares(r.shadowCost.slice(-WINDOW)));
+    const calDry = calibration(runs.feedback_driven.flatMap((r) => r.calDry));
+    const calLive = calibration(runs.feedback_driven.flatMap((r) => r.calLive));
+
+    const fd = perPolicy.feedback_driven;
+    const eps = perPolicy.epsilon_greedy;
+    const last = CHECKPOINTS[CHECKPOINTS.length - 1];
+    const targets = {
+      shareOnBestAt2000: { value: fd.shareOnBest[last], target: 0.9, met: fd.shareOnBest[last] >= 0.9 },
+      regretVsEpsilonGreedy: { value: fd.regret / eps.regret, target: 0.5, met: fd.regret <= 0.5 * eps.regret },
+    };
+
+    const lines: string[] = [];
+    lines.push('', `## Routing learning benchmark (${SEEDS} seeds × ${SESSIONS} sessions; mean over seeds, (min–max))`, '');
+    lines.push(`Models (true mean outcome y = 0.6·score/10 + 0.4·useful; benchmark prior; cost per Mtok in/out):`, '');
+    lines.push('| model | prior `quality` | true mean score | useful rate | true y | latency | $/Mtok in/out |', '|---|---|---|---|---|---|---|');
+    MODELS.forEach((m, i) =>
+      lines.push(`| ${m.id}${i === BEST ? ' **(true best)**' : ''}${i === PRIOR_BEST ? ' (best prior)' : ''} | ${m.prior} | ${TRUE_SCORE[i].toFixed(2)} | ${m.usefulRate} | ${TRUE_Y[i].toFixed(3)} | ${m.latencyMs} ms | ${m.inPerMtok} / ${m.outPerMtok} |`),
+    );
+    lines.push('', `Beat = ${BEAT} sessions, aggregation job each beat; feedback from ${pct(FEEDBACK_RATE)} of sessions, ${FEEDBACK_DELAY_BEATS} beat late, ${pct(NOISE_RATE)} of it random.`, '');
+    lines.push(`| router | ${CHECKPOINTS.map((c) => `on best @${c} (last ${WINDOW})`).join(' | ')} | on best, all ${SESSIONS} | cumulative regret |`);
+    lines.push(`|---|${CHECKPOINTS.map(() => '---|').join('')}---|---|`);
+    for (const p of ['feedback_driven', 'epsilon_greedy', 'static_prior', 'smart_cost'] as Policy[]) {
+      const x = perPolicy[p];
+      lines.push(`| ${p === 'epsilon_greedy' ? `epsilon-greedy (ε = ${EPSILON})` : p === 'static_prior' ? 'static best-prior' : p} | ${CHECKPOINTS.map((c) => range(x.shareOnBestPerSeed[c], pct)).join(' | ')} | ${pct(x.cumulativeShareOnBest)} | ${range(x.regretPerSeed, f1)} |`);
+    }
+    lines.push('', '| smart_cost | cost saved vs always the true best | quality lost (y, absolute) | quality lost (relative) |', '|---|---|---|---|');
+    const costRow = (name: string, cs: ReturnType<typeof costFigures>[]) =>
+      lines.push(`| ${name} | ${range(cs.map((c) => c.costSaved), pct)} | ${range(cs.map((c) => c.qualityLost), (x) => x.toFixed(3))} | ${range(cs.map((c) => c.qualityLostRel), pct)} |`);
+    costRow('live, own traffic (all sessions)', perPolicy.smart_cost.cost);
+    costRow('shadow over feedback_driven stats (all sessions)', shadow);
+    costRow(`shadow over feedback_driven stats (last ${WINDOW})`, shadowLate);
+    costRow('feedback_driven (for comparison)', perPolicy.feedback_driven.cost);
+    lines.push('', '| confidence calibration (feedback_driven) | decisions | with confidence ≥ 0.8 | their mean confidence | chosen was the true best |', '|---|---|---|---|---|');
+    lines.push(`| dry-run, one per beat | ${calDry.n} | ${calDry.highConfidence.n} | ${pct(calDry.highConfidence.meanConfidence)} | ${pct(calDry.highConfidence.chosenWasBest)} |`);
+    lines.push(`| live (Thompson pick) | ${calLive.n} | ${calLive.highConfidence.n} | ${pct(calLive.highConfidence.meanConfidence)} | ${pct(calLive.highConfidence.chosenWasBest)} |`);
+    lines.push('', '| live confidence bucket | decisions | mean confidence | chosen was the true best |', '|---|---|---|---|');
+    for (const b of calLive.buckets) lines.push(`| ${b.range} | ${b.n} | ${pct(b.meanConfidence)} | ${pct(b.chosenWasBest)} |`);
+    lines.push('', `Targets: ≥ 90 % on the best model by ${last} sessions: ${pct(targets.shareOnBestAt2000.value)} → ${targets.shareOnBestAt2000.met ? 'met' : 'NOT met'}; regret ≤ ½ of epsilon-greedy's: ratio ${targets.regretVsEpsilonGreedy.value.toFixed(2)} → ${targets.regretVsEpsilonGreedy.met ? 'met' : 'NOT met'}.`);
+    lines.push(`(${((Date.now() - started) / 1000).toFixed(1)} s)`, '');
+    process.stdout.write(lines.join('\n') + '\n');
+
+    const dir = join(__dirname, 'results');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, 'routing-latest.json'),
+      JSON.stringify(
+        {
+          generatedAt: new Date().toISOString(),
+          parameters: { seeds: SEEDS, sessions: SESSIONS, beat: BEAT, feedbackDelayBeats: FEEDBACK_DELAY_BEATS, feedbackRate: FEEDBACK_RATE, noiseRate: NOISE_RATE, scoreSd: SCORE_SD, epsilon: EPSILON, window: WINDOW, outcomeWeights: { score: W_SCORE, useful: W_USEFUL } },
+          models: MODELS.map((m, i) => ({ ...m, trueMeanScore: TRUE_SCORE[i], trueOutcome: TRUE_Y[i], trueBest: i === BEST, bestPrior: i === PRIOR_BEST })),
+          policies: perPolicy,
+          smartCost: { live: perPolicy.smart_cost.cost, shadowOverFeedbackDriven: shadow, shadowOverFeedbackDrivenLastWindow: shadowLate, shadowModelSharesLastWindow: shadowShares },
+          calibration: { dryRun: calDry, live: calLive },
+          targets,
+          durationSeconds: (Date.now() - started) / 1000,
+        },
+        null,
+        2,
+      ) + '\n',
+    );
+  },
+  30 * 60 * 1000,
+);

@@ -1,0 +1,549 @@
+#!/usr/bin/env node
+'use strict';
+/**
+ * `npm run bench [-- options]`: what the gateway costs (issue 5). Builds the gateway from the working
+ * tree, starts a zero-latency fake upstream and the gateway on loopback, drives load, and writes
+ * bench/results/latest.json plus a Markdown table on stdout.
+ *
+ * Options:
+ *   --quick            short runs and small stream counts (the smoke test)
+ *   --servers          the gateway on throwaway Postgres 15 + Redis (scripts/test-servers.js)
+ *                      instead of the embedded default (PGlite + in-process cache)
+ *   --soak             add the 5-minute mixed soak (RSS before/after); --soak-seconds=N to change
+ *   --only=a,b         sections: chat, stream, memory, soak (soak needs --soak or --only=soak)
+ *   --runs=N           runs per figure (default 3; each figure is the median, with min and max)
+ *   --seconds=N        seconds per non-streaming run (default 8; quick 0.25)
+ *   --connections=1,32 non-streaming concurrency levels (default 1,32,128)
+ *   --out=FILE         where to write the JSON (default bench/results/latest.json)
+ *   --cpu-prof=DIR     run the gateway under `node --cpu-prof --cpu-prof-dir=DIR`; the profile is
+ *                      written when the gateway is stopped (SIGTERM) at the end, with a summary of
+ *                      the gateway's chat runs next to it (bench/profile-summary.js). E.g.
+ *                      --only=chat --connections=32 --runs=1 --seconds=15 --cpu-prof=/tmp/prof
+ *   --keep-build       keep bench/.build/<run>/ (the gateway built for this run)
+ */
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const procs = require('./lib/procs');
+const { runLoad } = require('./lib/load');
+const { runStreams, chunkTimings, openSlowStreams } = require('./lib/streams');
+const { percentiles, summary, summarise, round } = require('./lib/stats');
+const { renderMarkdown, evaluateBudget } = require('./lib/report');
+
+const SECTIONS = ['chat', 'stream', 'memory', 'soak'];
+const KEY = 'gw-bench-key';
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+
+function parseArgs(argv) {
+  const a = { quick: false, servers: false, soak: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null };
+  for (const arg of argv) {
+    const [k, v] = arg.split(/=(.*)/s, 2);
+    switch (k) {
+      case '--quick': a.quick = true; break;
+      case '--servers': a.servers = true; break;
+      case '--soak': a.soak = true; break;
+      case '--keep-build': a.keepBuild = true; break;
+      case '--only': a.only = v.split(',').map((s) => s.trim()).filter(Boolean); break;
+      case '--out': a.out = path.resolve(v); break;
+      case '--runs': a.runs = Number(v); break;
+      case '--seconds': a.seconds = Number(v); break;
+      case '--connections': a.connections = v.split(',').map(Number); break;
+      case '--soak-seconds': a.soakSeconds = Number(v); break;
+      case '--cpu-prof': a.cpuProf = path.resolve(v); break;
+      case '--help': case '-h':
+        process.stdout.write(fs.readFileSync(__filename, 'utf8').split('*/')[0].replace(/^#!.*\n'use strict';\n\/\*\*\n/, '').replace(/^ \* ?/gm, '') + '\n');
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown option ${arg} (see --help)`);
+    }
+  }
+  for (const s of a.only ?? []) if (!SECTIONS.includes(s)) throw new Error(`--only: unknown section "${s}" (${SECTIONS.join(', ')})`);
+  return a;
+}
+
+function plan(a) {
+  const q = a.quick;
+  return {
+    runs: a.runs ?? 3,
+    warmupSeconds: q ? 0.3 : 3,
+    chat: { connections: a.connections ?? [1, 32, 128], seconds: a.seconds ?? (q ? 0.25 : 8) },
+    stream: { concurrency: [1, 32], seconds: q ? 0.4 : 5, chunks: 20, delayMs: 10 },
+    memory: { counts: q ? [50, 200] : [1000, 10000], settleMs: q ? 5_000 : 30_000, stallMs: q ? 3_000 : 6_000, holdMs: q ? 500 : 3_000 },
+    soak: { seconds: a.soakSeconds ?? (q ? 3 : 300), sampleMs: q ? 500 : 10_000, idleMs: q ? 1_000 : 5_000 },
+    fake: { chunks: 20, delayMs: 10, slowMs: 1000, slowChunks: 900 },
+  };
+}
+
+const chatBody = (model, extra = {}) =>
+  JSON.stringify({
+    model,
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant. Answer briefly and precisely.' },
+      { role: 'user', content: 'Write two sentences about the sea, one about its colour and one about its sound.' },
+    ],
+    max_tokens: 200,
+    temperature: 0.7,
+    ...extra,
+  });
+
+function gatewayYaml(fakeUrl) {
+  return [
+    '# Written by bench/run.js: one OpenAI-compatible provider pointing at the bench fake.',
+    'providers:',
+    `  fake: { family: openai, base_url: "${fakeUrl}/v1", api_key: "x" }`,
+    'models:',
+    '  bench:       { provider: fake, upstream: bench-model, cost: { input_per_mtok: 0.15, output_per_mtok: 0.6 } }',
+    '  bench-delay: { provider: fake, upstream: bench-delay, cost: { input_per_mtok: 0.15, output_per_mtok: 0.6 } }',
+    '  bench-slow:  { provider: fake, upstream: bench-slow, cost: { input_per_mtok: 0.15, output_per_mtok: 0.6 } }',
+    'organizations:',
+    `  bench: { plan: pro, api_keys: [ { id: bench, key: "${KEY}" } ] }`,
+    'limits: { requests_per_minute_per_key: 100000000 }',
+    '',
+  ].join('\n');
+}
+
+/** Heap and trace-buffer figures from the gateway's own /metrics (prom-client default metrics). */
+async function gatewayMetrics(url) {
+  try {
+    const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+    const get = (name) => {
+      const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
+      return m ? Number(m[1]) : null;
+    };
+    const sumOf = (prefix) => {
+      let total = null;
+      for (const m of text.matchAll(new RegExp(`^(${prefix}[a-z_]*)(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'gm'))) total = (total ?? 0) + Number(m[2]);
+      return total;
+    };
+    return {
+      heap_used_mib: round((get('gateway_nodejs_heap_size_used_bytes') ?? NaN) / 2 ** 20, 1),
+      heap_total_mib: round((get('gateway_nodejs_heap_size_total_bytes') ?? NaN) / 2 ** 20, 1),
+      traces_dropped: sumOf('gateway_decision_traces_dropped'),
+    };
+  } catch {
+    return {};
+  }
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const p = plan(args);
+  const only = args.only ?? SECTIONS.filter((s) => s !== 'soak' || args.soak);
+  const want = (s) => only.includes(s);
+  const outFile = args.out ?? path.join(procs.ROOT, 'bench', 'results', 'latest.json');
+  const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
+  const cleanups = [];
+  const cleanup = async () => {
+    for (const c of cleanups.splice(0).reverse()) {
+      try {
+        await c();
+      } catch (err) {
+        log(`cleanup: ${err.message}`);
+      }
+    }
+  };
+  const onSignal = (sig) => {
+    log(`${sig}: stopping`);
+    cleanup().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
+  cleanups.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  const report = {
+    meta: {
+      date: new Date().toISOString(),
+      command,
+      node: process.version,
+      cores: os.cpus().length,
+      cpu: os.cpus()[0]?.model ?? 'unknown',
+      os: `${os.type()} ${os.release()}`,
+      memory_gib: round(os.totalmem() / 2 ** 30, 1),
+      autocannon: require('autocannon/package.json').version,
+      mode: args.quick ? 'quick' : 'full',
+      store: args.servers ? 'Postgres 15 + Redis (--servers)' : 'embedded default (PGlite + in-process cache)',
+      logging: 'shipped default (LOG_LEVEL unset = info: one pino JSON line per request, to a file)',
+      runs_per_figure: p.runs,
+      fd_limit: procs.childFdLimit(),
+      clk_tck: procs.CLK_TCK,
+      fake: p.fake,
+    },
+    sections: {},
+  };
+
+  try {
+    log('building the gateway (nest build)…');
+    const build = procs.buildGateway(`run-${process.pid}`);
+    if (!args.keepBuild) cleanups.push(() => build.remove());
+    report.meta.build_ms = build.ms;
+
+    const fake = await procs.startFake(p.fake);
+    cleanups.push(() => fake.stop());
+    log(`fake upstream on ${fake.url} (pid ${fake.pid})`);
+
+    const env = {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? tmp,
+      HOST: '127.0.0.1',
+      PORT: String(await require('../scripts/test-servers').freePort()),
+      GATEWAY_CONFIG: path.join(tmp, 'gateway.yaml'),
+      GATEWAY_DATA_DIR: path.join(tmp, 'data'),
+    };
+    fs.writeFileSync(env.GATEWAY_CONFIG, gatewayYaml(fake.url));
+    if (args.servers) {
+      const { startPostgres, startRedis } = require('../scripts/test-servers');
+      const pg = await startPostgres();
+      if (pg.skipped) throw new Error(`--servers: ${pg.skipped}`);
+      cleanups.push(() => pg.stop());
+      const redis = await startRedis();
+      if (redis.skipped) throw new Error(`--servers: ${redis.skipped}`);
+      cleanups.push(() => redis.stop());
+      Object.assign(env, { DATABASE_URL: pg.url, REDIS_URL: redis.url, GATEWAY_KEY_PEPPER: crypto.randomBytes(32).toString('base64') });
+      log(`Postgres ${pg.url}, Redis ${redis.url}`);
+    }
+    const nodeArgs = args.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${args.cpuProf}`] : [];
+    let gw = null;
+    let profiled = null;
+    cleanups.push(() => gw?.stop());
+    /** Starts a gateway (the first one under the profiler when --cpu-prof); same port and data dir each time. */
+    const startGw = async () => {
+      const started = Date.now();
+      gw = await procs.startGateway({ main: build.main, env, port: Number(env.PORT), logFile: path.join(tmp, 'gateway.log'), nodeArgs: profiled ? [] : nodeArgs });
+      if (!profiled && args.cpuProf) profiled = gw;
+      const ms = Date.now() - started;
+      log(`gateway on ${gw.url} (pid ${gw.pid}), up in ${ms} ms`);
+      return { start_ms: ms, rss_idle_mib: round(procs.rssMiB(gw.pid), 1) };
+    };
+    /** The soak and the memory section each get a fresh gateway: what earlier sections grew (heap, RSS) must not hide or fake theirs. */
+    const freshGw = async () => {
+      await gw.stop('SIGTERM');
+      gw = null;
+      const fresh = await startGw();
+      await runLoad({ url: gw.url + targets.gateway.path, connections: 32, seconds: p.warmupSeconds, body: chatBody(targets.gateway.model.json), headers: targets.gateway.headers });
+      return fresh;
+    };
+    const first = await startGw();
+    report.meta.gateway_start_ms = first.start_ms;
+    report.meta.gateway_rss_idle_mib = first.rss_idle_mib;
+
+    const targets = {
+      direct: { url: fake.url, path: '/v1/chat/completions', model: { json: 'bench-model', delay: 'bench-delay', slow: 'bench-slow' }, headers: {} },
+      gateway: { url: gw.url, path: '/v1/chat/completions', model: { json: 'bench', delay: 'bench-delay', slow: 'bench-slow' }, headers: { authorization: `Bearer ${KEY}` } },
+    };
+    // Alternate which side goes first, so drift and noise fall on both alike.
+    const order = (run) => (run % 2 === 0 ? ['direct', 'gateway'] : ['gateway', 'direct']);
+
+    // Sanity: one request each way must succeed before anything is measured.
+    for (const side of ['direct', 'gateway']) {
+      const t = targets[side];
+      const res = await fetch(t.url + t.path, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: chatBody(t.model.json) });
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`${side}: first request answered ${res.status}: ${text.slice(0, 500)}\n${procs.tail(gw.logFile)}`);
+    }
+
+    log(`warm-up (${p.warmupSeconds} s each way)…`);
+    for (const side of ['direct', 'gateway']) {
+      const t = targets[side];
+      await runLoad({ url: t.url + t.path, connections: 32, seconds: p.warmupSeconds, body: chatBody(t.model.json), headers: t.headers });
+      await runStreams({ url: t.url, path: t.path, body: chatBody(t.model.delay, { stream: true }), headers: t.headers, concurrency: 8, seconds: p.warmupSeconds });
+    }
+
+    if (want('chat')) report.sections.chat = await chatSection(p, targets, order, gw, fake);
+    if (want('stream')) report.sections.stream = await streamSection(p, targets, order);
+    if (want('soak')) {
+      const fresh = only.length > 1 ? await freshGw() : null;
+      report.sections.soak = { ...(await soakSection(p, targets, gw)), fresh_gateway: fresh };
+    }
+    if (want('memory')) {
+      const fresh = only.length > 1 ? await freshGw() : null;
+      report.sections.memory = { ...(await memorySection(p, targets, gw, fake)), fresh_gateway: fresh };
+    }
+
+    report.meta.gateway_rss_end_mib = round(procs.rssMiB(gw.pid), 1);
+    report.meta.gateway_log = logSummary(gw.logFile);
+    if (args.cpuProf) {
+      log('stopping the gateway (SIGTERM) so the CPU profile is written…');
+      await profiled.stop('SIGTERM');
+      if (gw === profiled) gw = null;
+      const profiles = fs.existsSync(args.cpuProf) ? fs.readdirSync(args.cpuProf).filter((f) => f.endsWith('.cpuprofile')) : [];
+      report.meta.cpu_profiles = profiles.map((f) => path.join(args.cpuProf, f));
+      if (profiles.length === 0) log(`WARNING: no .cpuprofile written in ${args.cpuProf}`);
+      else {
+        log(`CPU profile: ${report.meta.cpu_profiles.join(', ')}`);
+        // The summary covers only the gateway's measured chat runs (not start-up, warm-up or the direct runs).
+        const windows = (report.sections.chat?.levels ?? []).flatMap((l) => l.runs.gateway.map((r) => r.window_us));
+        if (windows.length) {
+          const { summarise, renderSummary } = require('./profile-summary');
+          const file = report.meta.cpu_profiles[report.meta.cpu_profiles.length - 1];
+          const summaryFile = file.replace(/\.cpuprofile$/, '.summary.md');
+          fs.writeFileSync(summaryFile, renderSummary(summarise(JSON.parse(fs.readFileSync(file, 'utf8')), 60, windows), 60));
+          report.meta.cpu_profile_summary = summaryFile;
+          log(`profile summary of the gateway's chat runs: ${summaryFile} (windows: --window=${windows.map((w) => w.join('-')).join(',')})`);
+        }
+      }
+    }
+  } finally {
+    await cleanup();
+  }
+
+  report.budget = evaluateBudget(report);
+  fs.mkdirSync(path.dirname(outFile), { recursive: true });
+  fs.writeFileSync(outFile, JSON.stringify(report, null, 2) + '\n');
+  process.stdout.write(renderMarkdown(report) + '\n');
+  log(`wrote ${path.relative(process.cwd(), outFile) || outFile}`);
+}
+
+/** Non-streaming chat at 1, 32 and 128 connections, direct vs through the gateway. */
+async function chatSection(p, targets, order, gw, fake) {
+  const levels = [];
+  for (const connections of p.chat.connections) {
+    const runs = { direct: [], gateway: [] };
+    for (let run = 0; run < p.runs; run++) {
+      for (const side of order(run)) {
+        const t = targets[side];
+        const pid = side === 'gateway' ? gw.pid : fake.pid;
+        const cpu0 = procs.cpuTimes(pid);
+        const t0 = process.hrtime.bigint();
+        const r = await runLoad({ url: t.url + t.path, connections, seconds: p.chat.seconds, body: chatBody(t.model.json), headers: t.headers });
+        const cpu1 = procs.cpuTimes(pid);
+        // CPU of the process serving this side: the gateway through it, the fake when direct.
+        const perReq = (seconds) => (r.requests > 0 ? round((seconds / r.requests) * 1e6, 1) : null);
+        r.cpu_us_per_req = perReq(cpu1.user + cpu1.sys - cpu0.user - cpu0.sys);
+        r.cpu_sys_us_per_req = perReq(cpu1.sys - cpu0.sys);
+        // CLOCK_MONOTONIC µs, the clock of V8's .cpuprofile timestamps: `profile-summary --window`.
+        r.window_us = [Number(t0 / 1000n), Number(process.hrtime.bigint() / 1000n)];
+        runs[side].push(r);
+        await sleep(100);
+      }
+    }
+    const pairs = runs.direct.map((d, i) => ({ d, g: runs.gateway[i] }));
+    const keys = ['rps', 'p50', 'p90', 'p99', 'cpu_us_per_req', 'cpu_sys_us_per_req'];
+    const level = {
+      connections,
+      direct: summarise(runs.direct, keys),
+      gateway: summarise(runs.gateway, keys),
+      // Paired by run: gateway minus the direct run next to it.
+      added_ms: {
+        p50: summary(pairs.map(({ d, g }) => g.p50 - d.p50)),
+        p90: summary(pairs.map(({ d, g }) => g.p90 - d.p90)),
+        p99: summary(pairs.map(({ d, g }) => g.p99 - d.p99)),
+      },
+      rps_ratio: summary(pairs.map(({ d, g }) => g.rps / d.rps)),
+      totals: totals(runs),
+      runs,
+    };
+    log(
+      `chat c=${connections}: direct ${level.direct.rps.median} req/s p50 ${level.direct.p50.median} ms; gateway ${level.gateway.rps.median} req/s ` +
+        `p50 ${level.gateway.p50.median} p99 ${level.gateway.p99.median} ms, ${level.gateway.cpu_us_per_req.median} µs CPU/req`,
+    );
+    levels.push(level);
+  }
+  return { seconds_per_run: p.chat.seconds, runs: p.runs, levels };
+}
+
+/** Size of the gateway's log and its warn/error lines (the first few kept), to spot a run that failed quietly. */
+function logSummary(file) {
+  const text = fs.readFileSync(file, 'utf8');
+  const lines = text.split('\n').filter(Boolean);
+  const bad = lines.filter((l) => /"level":"(warn|error|fatal)"/.test(l) || !l.startsWith('{'));
+  return { bytes: Buffer.byteLength(text), lines: lines.length, warn_or_error_lines: bad.length, first: bad.slice(0, 5).map((l) => l.slice(0, 400)) };
+}
+
+function totals(runs) {
+  const out = {};
+  for (const side of Object.keys(runs)) {
+    out[side] = { requests: 0, ok: 0, non2xx: 0, errors: 0, timeouts: 0 };
+    for (const r of runs[side]) for (const k of Object.keys(out[side])) out[side][k] += r[k] ?? 0;
+  }
+  return out;
+}
+
+/** Streams with a delay between chunks: TTFB, per-chunk transit and gaps vs the fake's send times. */
+async function streamSection(p, targets, order) {
+  const levels = [];
+  for (const concurrency of p.stream.concurrency) {
+    const runs = { direct: [], gateway: [] };
+    for (let run = 0; run < p.runs; run++) {
+      for (const side of order(run)) {
+        const t = targets[side];
+        const r = await runStreams({ url: t.url, path: t.path, body: chatBody(t.model.delay, { stream: true }), headers: t.headers, concurrency, seconds: p.stream.seconds });
+        const ct = chunkTimings(r.streams, p.stream.chunks);
+        const pt = percentiles(ct.ttfb);
+        const pr = percentiles(ct.transit);
+        const pg = percentiles(ct.gaps);
+        runs[side].push({
+          streams: r.streams.length,
+          chunks: ct.chunks,
+          ttfb_p50: round(pt(50)),
+          ttfb_p99: round(pt(99)),
+          transit_p50: round(pr(50)),
+          transit_p99: round(pr(99)),
+          transit_max: round(pr(100)),
+          gap_p50: round(pg(50)),
+          gap_p99: round(pg(99)),
+          held: ct.held,
+          missing: ct.missing,
+          non2xx: r.non2xx,
+          errors: r.errors,
+        });
+        await sleep(100);
+      }
+    }
+    const pairs = runs.direct.map((d, i) => ({ d, g: runs.gateway[i] }));
+    const keys = ['ttfb_p50', 'ttfb_p99', 'transit_p50', 'transit_p99', 'transit_max', 'gap_p50', 'gap_p99'];
+    const level = {
+      concurrency,
+      chunks_per_stream: p.stream.chunks,
+      interval_ms: p.stream.delayMs,
+      direct: summarise(runs.direct, keys),
+      gateway: summarise(runs.gateway, keys),
+      added_ms: {
+        ttfb_p50: summary(pairs.map(({ d, g }) => g.ttfb_p50 - d.ttfb_p50)),
+        ttfb_p99: summary(pairs.map(({ d, g }) => g.ttfb_p99 - d.ttfb_p99)),
+        transit_p50: summary(pairs.map(({ d, g }) => g.transit_p50 - d.transit_p50)),
+        transit_p99: summary(pairs.map(({ d, g }) => g.transit_p99 - d.transit_p99)),
+        // Gaps are measured against the fake's own send times; the direct run's gaps (client and
+        // loopback jitter on the same machine) are the floor taken off.
+        between_chunks_p50: summary(pairs.map(({ d, g }) => g.gap_p50 - d.gap_p50)),
+        between_chunks_p99: summary(pairs.map(({ d, g }) => g.gap_p99 - d.gap_p99)),
+      },
+      totals: Object.fromEntries(
+        Object.entries(runs).map(([side, rs]) => [
+          side,
+          rs.reduce((a, r) => ({ streams: a.streams + r.streams, chunks: a.chunks + r.chunks, held: a.held + r.held, missing: a.missing + r.missing, non2xx: a.non2xx + r.non2xx, errors: a.errors + r.errors }), {
+            streams: 0, chunks: 0, held: 0, missing: 0, non2xx: 0, errors: 0,
+          }),
+        ]),
+      ),
+      runs,
+    };
+    log(
+      `stream c=${concurrency}: added TTFB p50 ${level.added_ms.ttfb_p50.median} ms, between chunks p50 ${level.added_ms.between_chunks_p50.median} ` +
+        `p99 ${level.added_ms.between_chunks_p99.median} ms, held ${level.totals.gateway.held}, missing ${level.totals.gateway.missing}`,
+    );
+    levels.push(level);
+  }
+  return { runs: p.runs, seconds_per_run: p.stream.seconds, levels };
+}
+
+/** RSS of the gateway with N slow streams (a chunk every ~1 s) open at once. */
+async function memorySection(p, targets, gw, fake) {
+  const t = targets.gateway;
+  const levels = [];
+  for (const count of p.memory.counts) {
+    await sleep(500);
+    const rssBefore = procs.rssMiB(gw.pid);
+    const fds0 = procs.openFds(gw.pid);
+    // Connections the gateway has not accepted yet ≈ started − (its new descriptors − one upstream
+    // socket per open stream); kept under 256 so its listen backlog (511) never overflows.
+    const room = (st) => 256 - (st.started - (procs.openFds(gw.pid) - fds0 - st.open));
+    const h = openSlowStreams({ url: t.url, path: t.path, body: chatBody(t.model.slow, { stream: true }), headers: t.headers, count, room });
+    const started = Date.now();
+    // Settled when every stream is open or failed, or when neither the open count nor the
+    // gateway's descriptor count (connections it has accepted) has moved for stallMs.
+    let last = '';
+    let lastChange = Date.now();
+    for (;;) {
+      await sleep(100);
+      const s = h.state;
+      const now = `${s.open}/${procs.openFds(gw.pid)}`;
+      if (now !== last) {
+        last = now;
+        lastChange = Date.now();
+      }
+      if (s.open + s.non2xx + s.errors >= count) break;
+      if (Date.now() - started > p.memory.settleMs) break;
+      if (s.started >= count && Date.now() - lastChange > p.memory.stallMs) break;
+    }
+    const openMs = Date.now() - started;
+    const samples = [];
+    const holdUntil = Date.now() + p.memory.holdMs;
+    do {
+      samples.push(procs.rssMiB(gw.pid));
+      await sleep(250);
+    } while (Date.now() < holdUntil);
+    const fds = procs.openFds(gw.pid);
+    const fakeOpen = (await fake.stats().catch(() => ({}))).openStreams ?? null;
+    const s = { ...h.state };
+    await h.closeAll();
+    await sleep(p.memory.holdMs);
+    const rssMax = Math.max(...samples);
+    const level = {
+      requested: count,
+      open: s.open,
+      pending: count - s.open - s.non2xx - s.errors,
+      non2xx: s.non2xx,
+      errors: s.errors,
+      first_errors: s.firstErrors,
+      ended_early: s.ended,
+      upstream_streams_open_at_fake: fakeOpen,
+      gateway_fds: fds,
+      seconds_to_open: round(openMs / 1000, 1),
+      rss_before_mib: round(rssBefore, 1),
+      rss_mib: round(rssMax, 1),
+      rss_per_open_stream_kib: s.open > 0 ? round(((rssMax - rssBefore) * 1024) / s.open, 1) : null,
+      rss_after_close_mib: round(procs.rssMiB(gw.pid), 1),
+    };
+    log(`memory ${count} streams: ${level.open} open, ${level.pending} pending, ${level.errors} errors; RSS ${level.rss_mib} MiB (before ${level.rss_before_mib})`);
+    levels.push(level);
+  }
+  return { chunk_every_ms: p.fake.slowMs, levels };
+}
+
+/** Mixed traffic for p.soak.seconds: JSON under autocannon plus delayed and instant streams (some aborted). */
+async function soakSection(p, targets, gw) {
+  const t = targets.gateway;
+  const mix = (seconds) =>
+    Promise.all([
+      runLoad({ url: t.url + t.path, connections: 8, seconds, body: chatBody(t.model.json), headers: t.headers }),
+      runStreams({ url: t.url, path: t.path, body: chatBody(t.model.delay, { stream: true }), headers: t.headers, concurrency: 8, seconds, abortEvery: 20 }),
+      runStreams({ url: t.url, path: t.path, body: chatBody(t.model.json, { stream: true }), headers: t.headers, concurrency: 4, seconds }),
+    ]);
+  log('soak: warm-up…');
+  await mix(Math.min(30, Math.max(0.5, p.soak.seconds / 10)));
+  await sleep(p.soak.idleMs);
+  const before = { rss_mib: round(procs.rssMiB(gw.pid), 1), ...(await gatewayMetrics(gw.url)) };
+  log(`soak: ${p.soak.seconds} s of mixed traffic (RSS before ${before.rss_mib} MiB)…`);
+  const trajectory = [];
+  const t0 = Date.now();
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      trajectory.push({ s: round((Date.now() - t0) / 1000, 1), rss_mib: round(procs.rssMiB(gw.pid), 1) });
+      await sleep(p.soak.sampleMs);
+    }
+  })();
+  const [json, delayed, instant] = await mix(p.soak.seconds);
+  sampling = false;
+  await sampler;
+  await sleep(p.soak.idleMs);
+  const after = { rss_mib: round(procs.rssMiB(gw.pid), 1), ...(await gatewayMetrics(gw.url)) };
+  const streams = [delayed, instant];
+  const section = {
+    seconds: p.soak.seconds,
+    before,
+    after,
+    rss_growth_mib: round(after.rss_mib - before.rss_mib, 1),
+    heap_growth_mib: after.heap_used_mib != null && before.heap_used_mib != null ? round(after.heap_used_mib - before.heap_used_mib, 1) : null,
+    rss_peak_mib: Math.max(...trajectory.map((x) => x.rss_mib)),
+    trajectory,
+    json: { requests: json.requests, ok: json.ok, rps: json.rps, p50: json.p50, p99: json.p99, non2xx: json.non2xx, errors: json.errors, timeouts: json.timeouts },
+    streams: {
+      completed: streams.reduce((a, r) => a + r.streams.length - r.aborted, 0),
+      aborted_by_client: streams.reduce((a, r) => a + r.aborted, 0),
+      non2xx: streams.reduce((a, r) => a + r.non2xx, 0),
+      errors: streams.reduce((a, r) => a + r.errors, 0),
+    },
+  };
+  log(`soak: RSS ${before.rss_mib} → ${after.rss_mib} MiB (peak ${section.rss_peak_mib}); heap ${before.heap_used_mib} → ${after.heap_used_mib} MiB`);
+  return section;
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench failed: ${err.stack ?? err}\n`);
+  process.exit(1);
+});
