@@ -32,8 +32,12 @@ export interface UpstreamResponse {
 /** Thrown into the socket when connecting takes too long; mapped to a timeout UpstreamError. */
 class ConnectTimeout extends Error {}
 
+/**
+ * No cap on sockets per upstream: a gateway holds one upstream connection per open client stream, and
+ * a cap would queue streams behind each other (10,000 concurrent streams to one provider must open).
+ */
 function connectTimingAgent<T extends typeof http.Agent | typeof https.Agent>(Base: T, connectMs: number): InstanceType<T> {
-  const agent = new Base({ keepAlive: true, keepAliveMsecs: 15_000, maxSockets: 1024, maxFreeSockets: 256, scheduling: 'lifo' }) as InstanceType<T> & {
+  const agent = new Base({ keepAlive: true, keepAliveMsecs: 15_000, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' }) as InstanceType<T> & {
     createConnection: (...args: unknown[]) => Duplex;
   };
   const create = agent.createConnection.bind(agent);
