@@ -9,7 +9,7 @@ import type { ModelSpec, TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
 import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
-import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import { CapabilityCheck, ClientGoneError, failureOutcome, Dispatched, DispatcherService } from '../routing/dispatcher.service';
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
@@ -108,13 +108,10 @@ export class ChatService {
         });
       }
     } catch (err) {
-      if (err instanceof ClientGoneError) {
-        outcome.status = 499;
-        outcome.errorCode = 'client_closed';
-        return;
-      }
-      outcome.status = err instanceof GatewayError ? err.status : 500;
-      outcome.errorCode = err instanceof GatewayError ? err.code : 'internal';
+      const failure = failureOutcome(err);
+      outcome.status = failure.status;
+      outcome.errorCode = failure.errorCode;
+      if (failure.clientGone) return;
       throw err;
     } finally {
       this.trace(req, decision, split, sessionId, outcome, started);

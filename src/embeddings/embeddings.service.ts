@@ -10,7 +10,7 @@ import { parseSessionId } from '../chat/chat-request';
 import { LimitsService } from '../limits/limits.service';
 import type { EmbeddingResult } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
-import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import { CapabilityCheck, ClientGoneError, failureOutcome, Dispatched, DispatcherService } from '../routing/dispatcher.service';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { parseEmbeddingsBody } from './embeddings-request';
 import { embeddingsBody, modelNotSupportedBody } from './embeddings.mapper';
@@ -99,13 +99,10 @@ export class EmbeddingsService {
       setServedHeaders(req, res, d.target, d.fallbackUsed);
       res.status(200).json(embeddingsBody(d.target.model, d.value, call.encodingFormat));
     } catch (err) {
-      if (err instanceof ClientGoneError) {
-        outcome.status = 499;
-        outcome.errorCode = 'client_closed';
-        return;
-      }
-      outcome.status = err instanceof GatewayError ? err.status : 500;
-      outcome.errorCode = err instanceof GatewayError ? err.code : 'internal';
+      const failure = failureOutcome(err);
+      outcome.status = failure.status;
+      outcome.errorCode = failure.errorCode;
+      if (failure.clientGone) return;
       throw err;
     } finally {
       this.trace(req, call.model, plan, sessionId, outcome, started);

@@ -28,6 +28,13 @@ export class ClientGoneError extends Error {
   }
 }
 
+/** How a failed request is traced: 499 for a client that went away (nothing to answer), else the error's status and code. */
+export function failureOutcome(err: unknown): { status: number; errorCode: string; clientGone: boolean } {
+  if (err instanceof ClientGoneError) return { status: 499, errorCode: 'client_closed', clientGone: true };
+  if (err instanceof GatewayError) return { status: err.status, errorCode: err.code, clientGone: false };
+  return { status: 500, errorCode: 'internal', clientGone: false };
+}
+
 /**
  * DESIGN §5 "fallback triggers": network error, timeout, 408, 409, 429, 5xx, and 401/403 (the
  * provider is misconfigured). A broken stream (protocol) counts as a server fault. Other 4xx are the
