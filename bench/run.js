@@ -10,6 +10,7 @@
  *   --servers          the gateway on throwaway Postgres 15 + Redis (scripts/test-servers.js)
  *                      instead of the embedded default (PGlite + in-process cache)
  *   --soak             add the 5-minute mixed soak (RSS before/after); --soak-seconds=N to change
+ *   --settle-seconds=N memory: how long the streams of one level may take to open (default 60)
  *   --only=a,b         sections: chat, stream, memory, soak (soak needs --soak or --only=soak)
  *   --runs=N           runs per figure (default 3; each figure is the median, with min and max)
  *   --seconds=N        seconds per non-streaming run (default 8; quick 0.25)
@@ -37,7 +38,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 function parseArgs(argv) {
-  const a = { quick: false, servers: false, soak: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null };
+  const a = { quick: false, servers: false, soak: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -51,6 +52,7 @@ function parseArgs(argv) {
       case '--seconds': a.seconds = Number(v); break;
       case '--connections': a.connections = v.split(',').map(Number); break;
       case '--soak-seconds': a.soakSeconds = Number(v); break;
+      case '--settle-seconds': a.settleSeconds = Number(v); break;
       case '--cpu-prof': a.cpuProf = path.resolve(v); break;
       case '--help': case '-h':
         process.stdout.write(fs.readFileSync(__filename, 'utf8').split('*/')[0].replace(/^#!.*\n'use strict';\n\/\*\*\n/, '').replace(/^ \* ?/gm, '') + '\n');
@@ -71,7 +73,7 @@ function plan(a) {
     warmupSeconds: q ? 0.3 : 3,
     chat: { connections: a.connections ?? [1, 32, 128], seconds: a.seconds ?? (q ? 0.25 : 8) },
     stream: { concurrency: [1, 32], seconds: q ? 0.4 : 5, chunks: 20, delayMs: 10 },
-    memory: { counts: q ? [50, 200] : [1000, 10000], settleMs: q ? 5_000 : 30_000, stallMs: q ? 3_000 : 6_000, holdMs: q ? 500 : 3_000 },
+    memory: { counts: q ? [50, 200] : [1000, 10000], settleMs: (a.settleSeconds ?? (q ? 5 : 60)) * 1000, stallMs: q ? 3_000 : 6_000, holdMs: q ? 500 : 3_000 },
     soak: { seconds: a.soakSeconds ?? (q ? 3 : 300), sampleMs: q ? 500 : 10_000, idleMs: q ? 1_000 : 5_000 },
     fake: { chunks: 20, delayMs: 10, slowMs: 1000, slowChunks: 900 },
   };
