@@ -1,3 +1,5 @@
+import { CacheStore } from '../src/stores/cache/cache-store';
+import { ApiKeyHasher } from '../src/tenancy/api-key-hasher';
 import { TenancyService } from '../src/tenancy/tenancy.service';
 import {
   FREE_KEY, KILLED_KEY, NO_FEATURES_KEY, PRO_KEY, READ_ONLY_KEY, startTestApp, TestApp, WRITE_ONLY_KEY,
@@ -192,5 +194,18 @@ describe('errors, request ids, logs and metrics', () => {
     expect(r.headers.get('content-type')).toContain('text/plain');
     expect(r.text).toMatch(/gateway_http_requests_total\{route="\/health",method="GET",status="200"\} \d+/);
     expect(r.text).toContain('gateway_http_request_duration_seconds_bucket');
+  });
+});
+
+describe('tenancy seeding', () => {
+  it('evicts the shared key cache of every configured organisation, so a changed config applies after a restart', async () => {
+    const tenancy = t.app.get(TenancyService);
+    const { key } = await tenancy.createKey('acme', ['read']);
+    expect(await tenancy.authenticate(key)).toMatchObject({ orgId: 'acme' });
+    const sharedKey = `auth:{key:${t.app.get(ApiKeyHasher).hash(key)}}`;
+    const cache = t.app.get(CacheStore);
+    expect(await cache.get(sharedKey)).not.toBeNull();
+    await tenancy.seed(t.config.gateway, { demo: false });
+    expect(await cache.get(sharedKey)).toBeNull();
   });
 });

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { once } from 'node:events';
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { GatewayRequest } from '../common/http/request-context';
@@ -206,7 +206,7 @@ export class ChatService {
   }
 
   private identity(target: TargetRef): ChatIdentity {
-    return { id: `chatcmpl-${randomBytes(12).toString('base64url')}`, created: Math.floor(Date.now() / 1000), model: target.model };
+    return { id: `chatcmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: target.model };
   }
 
   private trace(req: GatewayRequest, decision: RoutingDecision, split: ExperimentSplit, sessionId: string | null, o: Outcome, started: bigint): void {

@@ -57,6 +57,7 @@ const LIST_ORGS = `
     (SELECT count(*) FROM api_keys k WHERE k.org_id = o.id AND k.revoked_at IS NULL) AS active_keys
   FROM organizations o ORDER BY o.id`;
 
+const ACTIVE_KEY_HASHES_OF_ORGS = `SELECT key_hash FROM api_keys WHERE org_id = ANY($1::text[]) AND revoked_at IS NULL`;
 const FIND_ORG = `SELECT id, name, plan, features, monthly_request_limit, kill_switches, source FROM organizations WHERE id = $1`;
 const COUNT_ORGS = `SELECT count(*) AS n FROM organizations`;
 
@@ -84,6 +85,11 @@ export class TenancyRepository {
   /** Returns the hashes of the keys it revoked (for cache eviction). */
   async revokeConfigKeysExcept(ids: string[], tx: SqlExecutor = this.sql): Promise<string[]> {
     const r = await tx.query<{ key_hash: string }>(REVOKE_CONFIG_KEYS_EXCEPT, [ids]);
+    return r.rows.map((x) => x.key_hash);
+  }
+
+  async activeKeyHashesOf(orgIds: string[]): Promise<string[]> {
+    const r = await this.sql.query<{ key_hash: string }>(ACTIVE_KEY_HASHES_OF_ORGS, [orgIds]);
     return r.rows.map((x) => x.key_hash);
   }
 

@@ -66,7 +66,10 @@ export class TenancyService extends ApiKeyAuthenticator {
       }
       return this.repo.revokeConfigKeysExcept(keyIds, tx);
     });
-    await this.evict(revoked);
+    // Cached callers carry the organisation's plan, features, limits and kill switches: evict every
+    // key of a configured organisation, so a changed gateway.yaml applies at once after a restart
+    // (other replicas' in-process caches expire within seconds).
+    await this.evict([...revoked, ...(await this.repo.activeKeyHashesOf(Object.keys(config.organizations)))]);
 
     if (!opts.demo || Object.keys(config.organizations).length > 0) return {};
     if (await this.repo.findOrg(DEMO_ORG_ID)) return {};
