@@ -1,7 +1,7 @@
 import { setServedHeaders } from '../common/http/served-headers';
 import { Injectable } from '@nestjs/common';
 import type { Response } from 'express';
-import { ContractBodyError, GatewayError } from '../common/errors/gateway-error';
+import { ContractBodyError } from '../common/errors/gateway-error';
 import type { GatewayRequest } from '../common/http/request-context';
 import { AppConfig } from '../config/app-config';
 import { GatewayConfig, ModelSpec, resolveTarget, TargetRef } from '../config/gateway-config';
@@ -10,7 +10,7 @@ import { parseSessionId } from '../chat/chat-request';
 import { LimitsService } from '../limits/limits.service';
 import type { EmbeddingResult } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
-import { CapabilityCheck, ClientGoneError, failureOutcome, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import { CapabilityCheck, failureOutcome, Dispatched, DispatcherService } from '../routing/dispatcher.service';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { parseEmbeddingsBody } from './embeddings-request';
 import { embeddingsBody, modelNotSupportedBody } from './embeddings.mapper';

@@ -109,7 +109,8 @@ export class RoutingService {
       for (const f of removed) filtered.push({ ...f, score: part.strategy.scoreOf?.(f, ctx) ?? 0 });
       if (kept.length === 0) return;
       const result = part.strategy.select(kept, ctx);
-      if (index === 0 && result.insight) insight = { ...result.insight, firewallBlocked: false };
+      // Assigned, not spread: spreading would read (and so compute) the lazily drawn confidence fields.
+      if (index === 0 && result.insight) insight = Object.assign(result.insight, { firewallBlocked: false });
       for (const c of result.ordered) {
         if (seen.has(key(c))) continue;
         seen.add(key(c));

@@ -1,4 +1,3 @@
-import type http from 'node:http';
 import { DEFAULT_TEXT, FakeResponse, FakeUpstream, pieces, RecordedRequest, Scenario } from './fake-upstream';
 
 /** Anthropic's error `type` per HTTP status (providers reference §2.5). */

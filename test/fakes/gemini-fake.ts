@@ -1,4 +1,3 @@
-import type http from 'node:http';
 import { DEFAULT_TEXT, FakeResponse, FakeUpstream, pieces, RecordedRequest, Scenario } from './fake-upstream';
 
 /**

@@ -3,7 +3,7 @@ import type {
   AdapterCapabilities, CallContext, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent,
 } from '../provider-adapter';
 import { UpstreamError } from '../upstream-error';
-import { endpointFor, headersFor, OpenAiOperation } from './openai.endpoint';
+import { endpointFor, headersFor } from './openai.endpoint';
 import { fromWireEmbeddings, fromWireResponse, statusError, toWireEmbeddingRequest, toWireRequest } from './openai.mapper';
 import { readChatStream } from './openai.stream';
 import type { WireChatCompletion, WireEmbeddingResponse } from './openai.wire';

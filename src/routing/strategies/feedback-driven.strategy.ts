@@ -2,7 +2,7 @@ import type { TargetRef } from '../../config/gateway-config';
 import type { Candidate } from '../routing.types';
 import { argmax, Assessment, byScore, capConfidence, drawWinners, evidenceOf, LearnedScorer, RouterParams } from './learned-score';
 import { mulberry32, NormalSampler, seedOf } from './random';
-import type { RoutingStrategy, StrategyContext, StrategyResult } from './strategy';
+import { RoutingStrategy, StrategyContext, StrategyResult, withLazyDraws } from './strategy';
 
 const scored = (a: Assessment): Candidate => ({ provider: a.provider, model: a.model, score: a.score });
 
@@ -49,26 +49,28 @@ export class FeedbackDrivenStrategy implements RoutingStrategy {
     } else order = byMean;
     const selected = a[order[0]];
 
-    let raw = 1;
-    let exploration = 0;
-    if (a.length > 1) {
-      const wins = drawWinners(a, this.params.confidence_draws, mulberry32(seedOf(ctx.input.requestId)), argmax);
-      raw = wins[order[0]] / this.params.confidence_draws;
-      exploration = 1 - wins[byMean[0]] / this.params.confidence_draws;
-    }
-    const { confidence, reason } = capConfidence(raw, a.length, this.scorer.orgSamples(orgId), selected, this.params.n_min, this.params.confidence_caps);
     return {
       ordered: order.map((i) => scored(a[i])),
-      insight: {
-        routerInvoked: true,
-        phase: selected.phase,
-        weights: selected.weights,
-        confidence,
-        confidenceReason: reason,
-        explorationRateEffective: exploration,
-        usedSharedPoolPrior: selected.priorSource === 'pool',
-        evidence: evidenceOf(selected, a),
-      },
+      insight: withLazyDraws(
+        {
+          routerInvoked: true,
+          phase: selected.phase,
+          weights: selected.weights,
+          usedSharedPoolPrior: selected.priorSource === 'pool',
+          evidence: evidenceOf(selected, a),
+        },
+        () => {
+          let raw = 1;
+          let exploration = 0;
+          if (a.length > 1) {
+            const wins = drawWinners(a, this.params.confidence_draws, mulberry32(seedOf(ctx.input.requestId)), argmax);
+            raw = wins[order[0]] / this.params.confidence_draws;
+            exploration = 1 - wins[byMean[0]] / this.params.confidence_draws;
+          }
+          const { confidence, reason } = capConfidence(raw, a.length, this.scorer.orgSamples(orgId), selected, this.params.n_min, this.params.confidence_caps);
+          return { confidence, confidenceReason: reason, explorationRateEffective: exploration };
+        },
+      ),
     };
   }
 }

@@ -3,7 +3,7 @@ import type { Candidate } from '../routing.types';
 import { estimateCost } from './cost';
 import { byScore, capConfidence, drawWinners, evidenceOf, LearnedScorer, RouterParams } from './learned-score';
 import { mulberry32, seedOf } from './random';
-import type { RoutingStrategy, StrategyContext, StrategyResult } from './strategy';
+import { RoutingStrategy, StrategyContext, StrategyResult, withLazyDraws } from './strategy';
 
 /**
  * The smart_cost rule over a set of scores: among the candidates whose score is within `tolerance`
@@ -68,25 +68,21 @@ export class SmartCostStrategy implements RoutingStrategy {
     const order = [pick, ...eligible, ...rest];
     const selected = a[pick];
 
-    let raw = 1;
-    if (a.length > 1) {
-      const k = this.params.confidence_draws;
-      const wins = drawWinners(a, k, mulberry32(seedOf(ctx.input.requestId)), (theta) => cheapestWithinTolerance(theta, costs, tolerance));
-      raw = wins[pick] / k;
-    }
-    const { confidence, reason } = capConfidence(raw, a.length, this.scorer.orgSamples(orgId), selected, this.params.n_min, this.params.confidence_caps);
     return {
       ordered: order.map((i): Candidate => ({ provider: a[i].provider, model: a[i].model, score: a[i].score })),
-      insight: {
-        routerInvoked: true,
-        phase: null,
-        weights: null,
-        confidence,
-        confidenceReason: reason,
-        explorationRateEffective: 0,
-        usedSharedPoolPrior: selected.priorSource === 'pool',
-        evidence: evidenceOf(selected, a),
-      },
+      insight: withLazyDraws(
+        { routerInvoked: true, phase: null, weights: null, usedSharedPoolPrior: selected.priorSource === 'pool', evidence: evidenceOf(selected, a) },
+        () => {
+          let raw = 1;
+          if (a.length > 1) {
+            const k = this.params.confidence_draws;
+            const wins = drawWinners(a, k, mulberry32(seedOf(ctx.input.requestId)), (theta) => cheapestWithinTolerance(theta, costs, tolerance));
+            raw = wins[pick] / k;
+          }
+          const { confidence, reason } = capConfidence(raw, a.length, this.scorer.orgSamples(orgId), selected, this.params.n_min, this.params.confidence_caps);
+          return { confidence, confidenceReason: reason, explorationRateEffective: 0 };
+        },
+      ),
     };
   }
 }

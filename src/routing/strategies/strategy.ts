@@ -17,6 +17,22 @@ export interface StrategyContext {
 /** What a router adds to the decision (explain's phase, weights, confidence, evidence). */
 export type RouterInsight = Omit<RoutingInsight, 'firewallBlocked'>;
 
+type DrawnFields = Pick<RoutingInsight, 'confidence' | 'confidenceReason' | 'explorationRateEffective'>;
+
+/**
+ * A router's insight whose confidence fields come from K posterior draws computed only when first
+ * read: explain reads them, the live chat path never does, so live requests skip the draws.
+ */
+export function withLazyDraws(base: Omit<RouterInsight, keyof DrawnFields>, draw: () => DrawnFields): RouterInsight {
+  let drawn: DrawnFields | undefined;
+  const get = () => (drawn ??= draw());
+  const insight = { ...base } as RouterInsight;
+  for (const k of ['confidence', 'confidenceReason', 'explorationRateEffective'] as const) {
+    Object.defineProperty(insight, k, { enumerable: true, get: () => get()[k] });
+  }
+  return insight;
+}
+
 export interface StrategyResult {
   /** Candidates in dispatch order, with the strategy's scores. */
   ordered: Candidate[];
