@@ -1,9 +1,8 @@
 import { DynamicModule, MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD } from '@nestjs/core';
 import { ApiKeyGuard } from './common/auth/api-key.guard';
 import { CommonModule } from './common/common.module';
 import { GatewayExceptionFilter } from './common/errors/gateway-exception.filter';
-import { JsonBodyInterceptor } from './common/http/json-body.interceptor';
 import { RequestContextMiddleware } from './common/http/request-context.middleware';
 import { ChatModule } from './chat/chat.module';
 import { EmbeddingsModule } from './embeddings/embeddings.module';
@@ -46,7 +45,6 @@ export class AppModule implements NestModule {
         // useExisting, so tests can overrideProvider the concrete classes (STYLE "Layout").
         { provide: APP_GUARD, useExisting: ApiKeyGuard },
         { provide: APP_FILTER, useExisting: GatewayExceptionFilter },
-        { provide: APP_INTERCEPTOR, useExisting: JsonBodyInterceptor },
       ],
     };
   }

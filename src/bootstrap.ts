@@ -22,7 +22,7 @@ export function appLogger(config: AppConfig): AppLogger {
 /** Builds and initialises the gateway (stores connected and migrated, tenants seeded), not yet listening. */
 export async function createGatewayApp(config: AppConfig, logger: AppLogger = appLogger(config)): Promise<GatewayApp> {
   const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, logger), {
-    // Bodies are parsed per route after the guards (JsonBodyInterceptor), never globally.
+    // Bodies are parsed per route after the guards (`@JsonBody`, common/http/json-body.decorator.ts), never globally.
     bodyParser: false,
     logger: new NestPinoLogger(logger.pino),
     abortOnError: false,

@@ -10,8 +10,7 @@ export class ChatController {
 
   /** DESIGN §5: 4 MiB cap; bad JSON and bad fields are 400 `invalid_request`. */
   @Post('completions')
-  @JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' })
-  complete(@Req() req: GatewayRequest, @Res() res: Response): Promise<void> {
-    return this.chat.complete(req, res);
+  complete(@Req() req: GatewayRequest, @JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' }) body: unknown, @Res() res: Response): Promise<void> {
+    return this.chat.complete(req, body, res);
   }
 }

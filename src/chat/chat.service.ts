@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { GatewayRequest } from '../common/http/request-context';
-import { setServedHeaders } from '../common/http/served-headers';
+import { sendJson, setServedHeaders } from '../common/http/served-headers';
 import type { ModelSpec, TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
 import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
@@ -66,9 +66,9 @@ export class ChatService {
     private readonly experiments: ExperimentRouter,
   ) {}
 
-  async complete(req: GatewayRequest, res: Response): Promise<void> {
+  async complete(req: GatewayRequest, body: unknown, res: Response): Promise<void> {
     const started = process.hrtime.bigint();
-    const call = parseChatBody(req.body);
+    const call = parseChatBody(body);
     const sessionId = parseSessionId(req.headers['gateway-session-id']);
     const caller = req.caller!;
     const decision = this.routing.route({
@@ -128,7 +128,7 @@ export class ChatService {
     setServedHeaders(req, res, d.target, d.fallbackUsed);
     const h = usageHeaders(d.value.usage, d.value.timing);
     for (const [k, v] of Object.entries(h)) res.setHeader(k, v);
-    res.status(200).json(completionBody(this.identity(d.target), d.value));
+    sendJson(res, 200, completionBody(this.identity(d.target), d.value));
   }
 
   private async stream(

@@ -1,7 +1,6 @@
 import { Global, Module } from '@nestjs/common';
 import { ConfirmationGuard, FeatureGuard, PermissionGuard } from './auth/access.guards';
 import { GatewayExceptionFilter } from './errors/gateway-exception.filter';
-import { JsonBodyInterceptor } from './http/json-body.interceptor';
 import { RequestContextMiddleware } from './http/request-context.middleware';
 import { DrainState } from './lifecycle/drain-state';
 import { RequestLogger } from './logging/request-logger';
@@ -14,11 +13,10 @@ import { RequestLogger } from './logging/request-logger';
     FeatureGuard,
     ConfirmationGuard,
     GatewayExceptionFilter,
-    JsonBodyInterceptor,
     RequestContextMiddleware,
     RequestLogger,
     DrainState,
   ],
-  exports: [PermissionGuard, FeatureGuard, ConfirmationGuard, GatewayExceptionFilter, JsonBodyInterceptor, RequestContextMiddleware, RequestLogger, DrainState],
+  exports: [PermissionGuard, FeatureGuard, ConfirmationGuard, GatewayExceptionFilter, RequestContextMiddleware, RequestLogger, DrainState],
 })
 export class CommonModule {}

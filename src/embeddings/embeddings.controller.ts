@@ -10,8 +10,7 @@ export class EmbeddingsController {
 
   /** The chat route's 4 MiB cap (README "Errors"); bad JSON and bad fields are 400 `invalid_request`. */
   @Post('embeddings')
-  @JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' })
-  embed(@Req() req: GatewayRequest, @Res() res: Response): Promise<void> {
-    return this.embeddings.embed(req, res);
+  embed(@Req() req: GatewayRequest, @JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' }) body: unknown, @Res() res: Response): Promise<void> {
+    return this.embeddings.embed(req, body, res);
   }
 }

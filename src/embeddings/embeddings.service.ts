@@ -1,4 +1,4 @@
-import { setServedHeaders } from '../common/http/served-headers';
+import { sendJson, setServedHeaders } from '../common/http/served-headers';
 import { Injectable } from '@nestjs/common';
 import type { Response } from 'express';
 import { ContractBodyError } from '../common/errors/gateway-error';
@@ -74,9 +74,9 @@ export class EmbeddingsService {
     checkEmbeddingModels(config.gateway, registry);
   }
 
-  async embed(req: GatewayRequest, res: Response): Promise<void> {
+  async embed(req: GatewayRequest, body: unknown, res: Response): Promise<void> {
     const started = process.hrtime.bigint();
-    const call = parseEmbeddingsBody(req.body);
+    const call = parseEmbeddingsBody(body);
     const sessionId = parseSessionId(req.headers['gateway-session-id']);
     const caller = req.caller!;
     const plan = resolveEmbeddingModel(call.model, this.config.gateway.models);
@@ -97,7 +97,7 @@ export class EmbeddingsService {
       });
       outcome.dispatched = d;
       setServedHeaders(req, res, d.target, d.fallbackUsed);
-      res.status(200).json(embeddingsBody(d.target.model, d.value, call.encodingFormat));
+      sendJson(res, 200, embeddingsBody(d.target.model, d.value, call.encodingFormat));
     } catch (err) {
       const failure = failureOutcome(err);
       outcome.status = failure.status;

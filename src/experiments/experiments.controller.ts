@@ -1,6 +1,6 @@
 import { Controller, createParamDecorator, ExecutionContext, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { ExperimentsEndpoint } from '../common/auth/auth.decorators';
-import { JsonBody, KiB } from '../common/http/json-body.decorator';
+import { KiB } from '../common/http/json-body.decorator';
 import type { Caller, GatewayRequest } from '../common/http/request-context';
 import { ValidBody } from '../common/http/validated-body';
 import { CreateExperimentDto } from './dto/create-experiment.dto';
@@ -28,8 +28,7 @@ export class ExperimentsController {
   @Post()
   @HttpCode(201)
   @ExperimentsEndpoint('write')
-  @JsonBody({ limit: 8 * KiB, invalidCode: 'invalid_body' })
-  async create(@AuthCaller() caller: Caller, @ValidBody('invalid_body') dto: CreateExperimentDto): Promise<ExperimentJson> {
+  async create(@AuthCaller() caller: Caller, @ValidBody({ limit: 8 * KiB, invalidCode: 'invalid_body' }, CreateExperimentDto) dto: CreateExperimentDto): Promise<ExperimentJson> {
     return toExperimentJson(await this.experiments.create(caller, dto));
   }
 

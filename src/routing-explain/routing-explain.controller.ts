@@ -17,9 +17,12 @@ export class RoutingExplainController {
   @Post('explain')
   @HttpCode(200)
   @ExplainEndpoint()
-  @JsonBody({ limit: 64 * KiB, invalidCode: 'invalid_body' })
-  async explain(@Req() req: GatewayRequest, @Res({ passthrough: true }) res: Response): Promise<ExplainResponseJson> {
-    const r = await this.explainer.explain({ caller: req.caller!, body: req.body, acceptLanguage: req.headers['accept-language'], requestId: req.facts.requestId });
+  async explain(
+    @Req() req: GatewayRequest,
+    @JsonBody({ limit: 64 * KiB, invalidCode: 'invalid_body' }) body: unknown,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<ExplainResponseJson> {
+    const r = await this.explainer.explain({ caller: req.caller!, body, acceptLanguage: req.headers['accept-language'], requestId: req.facts.requestId });
     res.setHeader('Content-Language', r.locale).vary('Accept-Language');
     return r.body;
   }

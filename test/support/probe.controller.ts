@@ -28,8 +28,7 @@ export class ProbeController {
   @Post('experiments')
   @HttpCode(201)
   @ExperimentsEndpoint('write')
-  @JsonBody({ limit: 8 * KiB, invalidCode: 'invalid_body' })
-  create(@ValidBody('invalid_body') body: ProbeDto) {
+  create(@ValidBody({ limit: 8 * KiB, invalidCode: 'invalid_body' }, ProbeDto) body: ProbeDto) {
     if (body.traffic_pct < 0 || body.traffic_pct > 100) throw new GatewayError('invalid_traffic_pct');
     return body;
   }
@@ -37,16 +36,14 @@ export class ProbeController {
   @Post('explain')
   @HttpCode(200)
   @ExplainEndpoint()
-  @JsonBody({ limit: 64 * KiB, invalidCode: 'invalid_body' })
-  explain(@Req() req: GatewayRequest) {
-    return { keys: Object.keys(req.body as object) };
+  explain(@JsonBody({ limit: 64 * KiB, invalidCode: 'invalid_body' }) body: object) {
+    return { keys: Object.keys(body) };
   }
 
   @Post('chat')
   @HttpCode(200)
-  @JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' })
-  chat(@Req() req: GatewayRequest) {
-    return { keys: Object.keys(req.body as object) };
+  chat(@JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' }) body: object) {
+    return { keys: Object.keys(body) };
   }
 
   @Get('boom')

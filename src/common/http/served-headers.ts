@@ -13,3 +13,15 @@ export function setServedHeaders(req: GatewayRequest, res: Response, served: { p
   res.setHeader('Gateway-Model', served.model);
   res.setHeader('Gateway-Fallback-Used', String(fallbackUsed));
 }
+
+/**
+ * Writes a JSON response directly: Express's `res.json` → `res.send` re-parses the content type
+ * and builds the body twice over on every response (issue 5's profile), for nothing an API needs.
+ */
+export function sendJson(res: Response, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
+}

@@ -1,7 +1,9 @@
-import { ArgumentMetadata, Body, Injectable, PipeTransform, Type } from '@nestjs/common';
+import { ArgumentMetadata, Injectable, PipeTransform, Type } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
 import { validateSync, ValidationError } from 'class-validator';
 import { GatewayError } from '../errors/gateway-error';
+import { JsonBody } from './json-body.decorator';
+import type { JsonBodyOptions } from './json-body';
 
 function firstError(errors: ValidationError[], prefix = ''): { param: string; message: string } | undefined {
   for (const e of errors) {
@@ -42,6 +44,8 @@ export class DtoPipe implements PipeTransform {
   }
 }
 
-/** `@ValidBody('invalid_body') dto: CreateExperimentDto`: the parsed body, validated against the parameter's DTO. */
-export const ValidBody = (code: 'invalid_body' | 'invalid_request', dto?: Type<object>): ParameterDecorator =>
-  Body(new DtoPipe(code, dto));
+/**
+ * `@ValidBody({ limit, invalidCode }, CreateExperimentDto) dto`: the JSON body read with the route's cap
+ * (JsonBody), then validated against the DTO.
+ */
+export const ValidBody = (opts: JsonBodyOptions, dto: Type<object>): ParameterDecorator => JsonBody(opts, new DtoPipe(opts.invalidCode, dto));

@@ -1,8 +1,7 @@
-import axios, { AxiosInstance, isAxiosError } from 'axios';
 import http from 'node:http';
 import https from 'node:https';
-import type { Duplex } from 'node:stream';
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
+import zlib from 'node:zlib';
 import type { ResolvedTimeouts } from '../provider-adapter';
 import { parseRetryAfter, UpstreamError } from '../upstream-error';
 
@@ -16,7 +15,7 @@ export interface UpstreamRequest {
   signal: AbortSignal;
   timeouts: ResolvedTimeouts;
   maxBytes: number;
-  /** Streams get the first-token and idle timers and no decompression (compression would buffer). */
+  /** Streams get the first-token and idle timers and no compression (a compressed stream would buffer). */
   stream: boolean;
 }
 
@@ -33,126 +32,191 @@ export interface UpstreamResponse {
 class ConnectTimeout extends Error {}
 
 /**
+ * A keep-alive agent whose sockets time their connect phase, and re-arm TCP keep-alive only once.
+ *
  * No cap on sockets per upstream: a gateway holds one upstream connection per open client stream, and
  * a cap would queue streams behind each other (10,000 concurrent streams to one provider must open).
+ * Node's agent calls `setKeepAlive` (three or four `setsockopt` calls) every time a socket goes back
+ * to the pool, i.e. once per request; the options never change, so the first call is kept and the
+ * others are skipped (issue 5's profile: 1.9 % of the gateway's CPU).
  */
-function connectTimingAgent<T extends typeof http.Agent | typeof https.Agent>(Base: T, connectMs: number): InstanceType<T> {
+function upstreamAgent<T extends typeof http.Agent | typeof https.Agent>(Base: T, connectMs: number): InstanceType<T> {
   const agent = new Base({ keepAlive: true, keepAliveMsecs: 15_000, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' }) as InstanceType<T> & {
     createConnection: (...args: unknown[]) => Duplex;
   };
   const create = agent.createConnection.bind(agent);
   agent.createConnection = (...args: unknown[]) => {
-    const socket = create(...args);
+    const socket = create(...args) as Duplex & { setKeepAlive(enable?: boolean, delay?: number): unknown };
     const timer = setTimeout(() => socket.destroy(new ConnectTimeout(`connect took over ${connectMs} ms`)), connectMs);
     const clear = () => clearTimeout(timer);
     socket.once('connect', clear);
+    socket.once('secureConnect', clear);
     socket.once('close', clear);
+    const setKeepAlive = socket.setKeepAlive;
+    let armed = false;
+    socket.setKeepAlive = function (this: typeof socket, enable?: boolean, delay?: number) {
+      if (armed && enable) return this;
+      armed = Boolean(enable);
+      return setKeepAlive.call(this, enable, delay);
+    };
     return socket;
   };
   return agent;
 }
 
+/** Parsed URLs of the upstream endpoints (a handful per provider, reused on every call). */
+interface Endpoint {
+  transport: typeof http | typeof https;
+  https: boolean;
+  hostname: string;
+  port: string;
+  path: string;
+  /** `user:password` from the URL, sent as basic auth. */
+  auth?: string;
+}
+
+const DECODERS: Record<string, () => zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress> = {
+  gzip: () => zlib.createGunzip({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }),
+  'x-gzip': () => zlib.createGunzip({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }),
+  deflate: () => zlib.createInflate({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }),
+  br: () => zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }),
+};
+
 /**
- * The shared upstream HTTP client (DESIGN §2: axios with keep-alive agents). It owns the four
- * timeouts of a call — connect, first token, idle between chunks, total — and the response size
- * cap, and turns every failure into an UpstreamError. A client abort (the caller's signal) becomes
- * kind `aborted`, which the routing layer never falls back on.
+ * The shared upstream HTTP client (DESIGN §2 "keep-alive agents"), on `node:http` / `node:https`
+ * directly. DESIGN §2 names axios; issue 5's CPU budget overrules it: on this project's benchmark
+ * axios cost ≈ 300 µs of CPU per call over the same request made with `http.request` (config
+ * merging, header objects, its stream plumbing), twice the whole per-request budget (README
+ * "Benchmarks").
+ *
+ * It owns the four timeouts of a call — connect (on the socket), first token and idle between
+ * chunks (streams), total — and the response size cap, and turns every failure into an
+ * UpstreamError. A client abort (the caller's signal) becomes kind `aborted`, which the routing
+ * layer never falls back on. Non-streaming answers may come compressed (gzip, deflate, br) and are
+ * decoded; streams ask for `identity`.
  */
 export class UpstreamHttp {
-  private readonly client: AxiosInstance;
   private readonly agents = new Map<string, { http: http.Agent; https: https.Agent }>();
+  private readonly endpoints = new Map<string, Endpoint>();
 
-  constructor() {
-    this.client = axios.create({
-      validateStatus: () => true,
-      maxRedirects: 0,
-      proxy: false,
-      responseType: 'stream',
-      transformRequest: [],
-      transformResponse: [],
-      // The size cap is enforced on the stream below; axios's own caps apply only to buffered bodies.
-      maxContentLength: Infinity,
-      maxBodyLength: Infinity,
-    });
-  }
-
-  async send(req: UpstreamRequest): Promise<UpstreamResponse> {
+  send(req: UpstreamRequest): Promise<UpstreamResponse> {
     const { timeouts } = req;
-    const controller = new AbortController();
-    let timedOut: UpstreamError | undefined;
-    const fire = (phase: 'first_token' | 'idle' | 'total', ms: number) => () => {
-      timedOut = new UpstreamError('timeout', `no ${phase.replace('_', ' ')} within ${ms} ms`, { phase });
-      controller.abort(timedOut);
-    };
-    const total = setTimeout(fire('total', timeouts.totalMs), timeouts.totalMs);
-    // Non-streaming bodies arrive whole: only the total timer applies to them after connect.
-    let firstToken: NodeJS.Timeout | undefined = req.stream ? setTimeout(fire('first_token', timeouts.firstTokenMs), timeouts.firstTokenMs) : undefined;
-    let idle: NodeJS.Timeout | undefined;
-    const onClientAbort = () => controller.abort(new UpstreamError('aborted', 'client went away'));
-    if (req.signal.aborted) onClientAbort();
-    req.signal.addEventListener('abort', onClientAbort, { once: true });
-    const clearAll = () => {
-      clearTimeout(total);
-      clearTimeout(firstToken);
-      clearTimeout(idle);
-      req.signal.removeEventListener('abort', onClientAbort);
-    };
-
-    let stream: Readable;
-    let status: number;
-    let headers: UpstreamResponse['headers'];
+    let endpoint: Endpoint;
     try {
-      const agents = this.agentsFor(req.poolKey, timeouts.connectMs);
-      const res = await this.client.request<Readable>({
-        url: req.url,
-        method: req.method ?? 'POST',
-        headers: req.body === undefined ? req.headers : { 'content-type': 'application/json', ...req.headers },
-        data: req.body === undefined ? undefined : JSON.stringify(req.body),
-        signal: controller.signal,
-        decompress: !req.stream,
-        httpAgent: agents.http,
-        httpsAgent: agents.https,
-      });
-      stream = res.data;
-      status = res.status;
-      headers = res.headers as UpstreamResponse['headers'];
-    } catch (err) {
-      clearAll();
-      throw this.mapError(err, controller.signal, timedOut);
+      endpoint = this.endpoint(req.url);
+    } catch {
+      return Promise.reject(new UpstreamError('network', 'invalid upstream URL'));
     }
+    const agents = this.agentsFor(req.poolKey, timeouts.connectMs);
+    const payload = req.body === undefined ? undefined : Buffer.from(JSON.stringify(req.body), 'utf8');
+    const headers: Record<string, string | number> = payload === undefined ? { ...req.headers } : { 'content-type': 'application/json', ...req.headers };
+    if (payload !== undefined) headers['content-length'] = payload.length;
+    if (!hasHeader(headers, 'accept-encoding')) headers['accept-encoding'] = req.stream ? 'identity' : 'gzip, deflate, br';
 
-    const maxBytes = req.maxBytes;
-    const mapError = (err: unknown) => this.mapError(err, controller.signal, timedOut);
-    const stopTimers = clearAll;
-    async function* body(): AsyncGenerator<Buffer> {
-      let size = 0;
-      try {
-        for await (const chunk of stream as AsyncIterable<Buffer>) {
-          if (firstToken) {
-            clearTimeout(firstToken);
-            firstToken = undefined;
-            if (req.stream) idle = setTimeout(fire('idle', timeouts.idleMs), timeouts.idleMs);
-          } else idle?.refresh();
-          size += chunk.length;
-          if (size > maxBytes) throw new UpstreamError('protocol', `response larger than ${maxBytes} bytes`);
-          yield chunk;
+    return new Promise<UpstreamResponse>((resolve, reject) => {
+      /** The first reason the call ended early (a timer or the client); later errors are its echoes. */
+      let failure: UpstreamError | undefined;
+      let settled = false;
+      let total: NodeJS.Timeout | undefined;
+      let firstToken: NodeJS.Timeout | undefined;
+      let idle: NodeJS.Timeout | undefined;
+      const clearAll = () => {
+        clearTimeout(total);
+        clearTimeout(firstToken);
+        clearTimeout(idle);
+        req.signal.removeEventListener('abort', onClientAbort);
+      };
+      const fail = (err: UpstreamError) => {
+        failure ??= err;
+        outgoing.destroy(failure);
+      };
+      const timeout = (phase: 'first_token' | 'idle' | 'total', ms: number) => () => fail(new UpstreamError('timeout', `no ${phase.replace('_', ' ')} within ${ms} ms`, { phase }));
+      const onClientAbort = () => fail(new UpstreamError('aborted', 'client went away'));
+      const mapError = (err: unknown): UpstreamError => {
+        if (failure) return failure;
+        if (err instanceof UpstreamError) return err;
+        if (err instanceof ConnectTimeout) return new UpstreamError('timeout', err.message, { phase: 'connect' });
+        const code = (err as { code?: string }).code;
+        return new UpstreamError('network', code ?? String((err as Error)?.message ?? err));
+      };
+
+      const outgoing = endpoint.transport.request(
+        {
+          hostname: endpoint.hostname,
+          port: endpoint.port,
+          path: endpoint.path,
+          method: req.method ?? 'POST',
+          headers,
+          auth: endpoint.auth,
+          agent: endpoint.https ? agents.https : agents.http,
+        },
+        (res) => {
+          settled = true;
+          const encoding = req.stream ? undefined : String(res.headers['content-encoding'] ?? '').trim().toLowerCase();
+          const decode = encoding ? DECODERS[encoding] : undefined;
+          let source: Readable = res;
+          if (decode) {
+            const decoder = decode();
+            // Errors reach the reader through its iterator; until it reads, nobody else listens.
+            decoder.on('error', () => undefined);
+            res.on('error', (err) => decoder.destroy(err));
+            source = res.pipe(decoder);
+          }
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            retryAfterMs: parseRetryAfter(res.headers),
+            body: readBody(source, res),
+          });
+        },
+      );
+
+      async function* readBody(source: Readable, res: http.IncomingMessage): AsyncGenerator<Buffer> {
+        let size = 0;
+        try {
+          for await (const chunk of source as AsyncIterable<Buffer>) {
+            if (firstToken) {
+              clearTimeout(firstToken);
+              firstToken = undefined;
+              if (req.stream) idle = setTimeout(timeout('idle', timeouts.idleMs), timeouts.idleMs);
+            } else idle?.refresh();
+            size += chunk.length;
+            if (size > req.maxBytes) throw new UpstreamError('protocol', `response larger than ${req.maxBytes} bytes`);
+            yield chunk;
+          }
+          if (failure) throw failure;
+          // A connection that closed before the declared end of the body.
+          if (!res.complete) throw new UpstreamError('network', 'the upstream closed the connection before the end of the body');
+        } catch (err) {
+          throw mapError(err);
+        } finally {
+          clearAll();
+          if (!res.complete || !res.readableEnded) outgoing.destroy();
+          if (source !== res && !source.destroyed) source.destroy();
         }
-        if (controller.signal.aborted) throw controller.signal.reason;
-      } catch (err) {
-        throw err instanceof UpstreamError ? err : mapError(err);
-      } finally {
-        stopTimers();
-        if (!stream.destroyed) stream.destroy();
       }
-    }
-    return { status, headers, retryAfterMs: parseRetryAfter(headers), body: body() };
+
+      outgoing.on('error', (err) => {
+        if (settled) return; // after the response started, readBody sees the error (or nobody reads any more)
+        settled = true;
+        clearAll();
+        reject(mapError(err));
+      });
+
+      total = setTimeout(timeout('total', timeouts.totalMs), timeouts.totalMs);
+      // Non-streaming bodies arrive whole: only the total timer applies to them after connect.
+      if (req.stream) firstToken = setTimeout(timeout('first_token', timeouts.firstTokenMs), timeouts.firstTokenMs);
+      if (req.signal.aborted) onClientAbort();
+      else req.signal.addEventListener('abort', onClientAbort, { once: true });
+      outgoing.end(payload);
+    });
   }
 
   /** Reads a whole (capped) body as text. */
   static async text(body: AsyncIterable<Buffer>): Promise<string> {
     const chunks: Buffer[] = [];
     for await (const c of body) chunks.push(c);
-    return Buffer.concat(chunks).toString('utf8');
+    return chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
   }
 
   destroy(): void {
@@ -163,25 +227,39 @@ export class UpstreamHttp {
     this.agents.clear();
   }
 
+  private endpoint(url: string): Endpoint {
+    let e = this.endpoints.get(url);
+    if (e) return e;
+    const u = new URL(url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('unsupported protocol');
+    const secure = u.protocol === 'https:';
+    e = {
+      transport: secure ? https : http,
+      https: secure,
+      hostname: u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname,
+      port: u.port || (secure ? '443' : '80'),
+      path: `${u.pathname}${u.search}`,
+      auth: u.username ? `${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}` : undefined,
+    };
+    // Endpoint URLs come from the configuration (a few per provider); the bound only guards against
+    // a family whose URL carries per-request parts.
+    if (this.endpoints.size >= 1024) this.endpoints.clear();
+    this.endpoints.set(url, e);
+    return e;
+  }
+
   private agentsFor(poolKey: string, connectMs: number) {
     const key = `${poolKey}:${connectMs}`;
     let a = this.agents.get(key);
     if (!a) {
-      a = { http: connectTimingAgent(http.Agent, connectMs), https: connectTimingAgent(https.Agent, connectMs) };
+      a = { http: upstreamAgent(http.Agent, connectMs), https: upstreamAgent(https.Agent, connectMs) };
       this.agents.set(key, a);
     }
     return a;
   }
+}
 
-  private mapError(err: unknown, signal: AbortSignal, timedOut: UpstreamError | undefined): UpstreamError {
-    if (err instanceof UpstreamError) return err;
-    if (signal.aborted && signal.reason instanceof UpstreamError) return signal.reason;
-    if (timedOut) return timedOut;
-    const cause = isAxiosError(err) ? (err.cause ?? err) : err;
-    if (cause instanceof ConnectTimeout || (cause as { cause?: unknown })?.cause instanceof ConnectTimeout) {
-      return new UpstreamError('timeout', (cause as Error).message, { phase: 'connect' });
-    }
-    const code = (err as { code?: string }).code ?? (cause as { code?: string }).code;
-    return new UpstreamError('network', code ? `${code}` : String((err as Error).message ?? err));
-  }
+function hasHeader(headers: Record<string, unknown>, name: string): boolean {
+  for (const k of Object.keys(headers)) if (k.toLowerCase() === name) return true;
+  return false;
 }

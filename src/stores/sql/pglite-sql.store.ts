@@ -43,7 +43,14 @@ async function run<R>(db: Runner, sql: string, params: readonly unknown[]): Prom
  */
 export class PgliteSqlStore extends SqlStore {
   readonly kind = 'pglite' as const;
+  /**
+   * Which transaction (if any) the running code is inside. Enabled only while a transaction is open:
+   * an enabled AsyncLocalStorage turns on Node's promise hooks for every promise of the process
+   * (issue 5's profile: a few % of a chat request's CPU), and transactions here are rare (migrations,
+   * seeding, experiment changes, regressions).
+   */
   private readonly inTransaction = new AsyncLocalStorage<{ open: boolean }>();
+  private openTransactions = 0;
 
   private constructor(readonly db: PGlite) {
     super();
@@ -68,6 +75,7 @@ export class PgliteSqlStore extends SqlStore {
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     this.refuseInsideOwnTransaction();
     const scope = { open: true };
+    this.openTransactions++;
     try {
       return await this.db.transaction((t) =>
         this.inTransaction.run(scope, () =>
@@ -81,6 +89,8 @@ export class PgliteSqlStore extends SqlStore {
       );
     } finally {
       scope.open = false;
+      // Work that outlives the transaction sees no store (or a closed scope) and may use the store.
+      if (--this.openTransactions === 0) this.inTransaction.disable();
     }
   }
 
