@@ -5,7 +5,7 @@
  */
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { AddressInfo, connect, createServer, Socket } from 'node:net';
+import { connect, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli } from '../src/cli/main';
@@ -143,23 +143,6 @@ function rawRequest(url: string, head: string): Promise<{ socket: Socket; finish
   });
 }
 
-/** Accepts connections and never answers: a hung Redis, to hold a health probe in flight for ~1 s. */
-async function blackHole(): Promise<{ port: number; close(): void }> {
-  const sockets = new Set<Socket>();
-  const srv = createServer((s) => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  return {
-    port: (srv.address() as AddressInfo).port,
-    close() {
-      for (const s of sockets) s.destroy();
-      srv.close();
-    },
-  };
-}
-
 const DEMO_BANNER = 'Demo organisation created.';
 const KEY = /gw-[A-Za-z0-9_-]{43}/g;
 
@@ -258,39 +241,44 @@ describe('node dist/main.js on the embedded default', () => {
   });
 
   it('SIGTERM: readiness turns 503, no new connections, the in-flight request finishes, exit 0', async () => {
-    // A Redis that never answers holds /health/cache in flight for the probe timeout (~1 s).
-    const hole = await blackHole();
-    try {
-      const g = await spawnGateway({ GATEWAY_DATA_DIR: dataDir, REDIS_URL: `redis://127.0.0.1:${hole.port}`, GATEWAY_DRAIN_TIMEOUT_MS: '10000' });
-      await untilHealthy(g, Date.now());
-      // Opened before SIGTERM, its request not yet complete: not idle, so draining does not drop it.
-      const late = await rawRequest(g.url, `GET /health/ready HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n`);
-      const inFlight = fetch(`${g.url}/health/cache`).then(async (r) => ({ status: r.status, body: (await r.json()) as any, at: Date.now() }));
-      await sleep(200);
+    // The shipped configuration plus a model whose mock answer takes 1.5 s: a request held in flight.
+    const config = join(tmp, 'slow.yaml');
+    writeFileSync(
+      config,
+      readFileSync(SHIPPED_CONFIG, 'utf8').replace(/^models:\n/m, 'models:\n  mock-slow: { provider: mock, type: chat, upstream: "mock-fast+slow-1500" }\n'),
+    );
+    const g = await spawnGateway({ GATEWAY_DATA_DIR: dataDir, GATEWAY_CONFIG: config, GATEWAY_DRAIN_TIMEOUT_MS: '10000' });
+    await untilHealthy(g, Date.now());
+    // Opened before SIGTERM, its request not yet complete: not idle, so draining does not drop it.
+    const late = await rawRequest(g.url, `GET /health/ready HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n`);
+    const inFlight = fetch(`${g.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${demoKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mock-slow', messages: [{ role: 'user', content: 'hi' }] }),
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as any, at: Date.now() }));
+    await sleep(200);
 
-      const sent = Date.now();
-      g.child.kill('SIGTERM');
-      const draining = await g.waitForLog((l) => l.msg === 'draining', 5_000);
-      expect(draining).toMatchObject({ signal: 'SIGTERM', in_flight: 1 });
+    const sent = Date.now();
+    g.child.kill('SIGTERM');
+    const draining = await g.waitForLog((l) => l.msg === 'draining', 5_000);
+    expect(draining).toMatchObject({ signal: 'SIGTERM', in_flight: 1 });
 
-      expect(await accepts(g.url)).toBe(false);
-      const ready = await late.finish();
-      expect(ready.status).toBe(503);
-      expect(JSON.parse(ready.body)).toMatchObject({ status: 'down', draining: true });
+    expect(await accepts(g.url)).toBe(false);
+    const ready = await late.finish();
+    expect(ready.status).toBe(503);
+    expect(JSON.parse(ready.body)).toMatchObject({ status: 'down', draining: true });
 
-      // The request that was in flight when SIGTERM came got its whole answer.
-      const held = await inFlight;
-      expect([held.status, held.body.cache.status]).toEqual([503, 'down']);
+    // The request that was in flight when SIGTERM came got its whole answer.
+    const held = await inFlight;
+    expect(held.status).toBe(200);
+    expect(held.body).toMatchObject({ object: 'chat.completion', model: 'mock-slow' });
 
-      const exit = await g.exited;
-      expect([exit.code, exit.signal]).toEqual([0, null]);
-      expect(exit.at - sent).toBeLessThan(5_000);
-      expect(held.at).toBeLessThanOrEqual(exit.at);
-      expect(g.logs().some((l) => l.msg === 'drain timeout reached; closing remaining connections')).toBe(false);
-      expect(g.logs().at(-1)).toMatchObject({ msg: 'stopped' });
-    } finally {
-      hole.close();
-    }
+    const exit = await g.exited;
+    expect([exit.code, exit.signal]).toEqual([0, null]);
+    expect(exit.at - sent).toBeLessThan(5_000);
+    expect(held.at).toBeLessThanOrEqual(exit.at);
+    expect(g.logs().some((l) => l.msg === 'drain timeout reached; closing remaining connections')).toBe(false);
+    expect(g.logs().at(-1)).toMatchObject({ msg: 'stopped' });
   });
 });
 

@@ -4,12 +4,57 @@ import { join } from 'node:path';
 import { loadEnv } from '../../src/config/env';
 import { ANALYTICS_MIGRATIONS, readMigrations, type AppliedMigration } from '../../src/stores/sql/migrator';
 import { createSqlStore } from '../../src/stores/sql/sql-store.factory';
-import { createTestPglite } from '../support/pglite';
+import { PgliteWorkerSqlStore } from '../../src/stores/sql/pglite-worker-sql.store';
+import { createTestPglite, pgliteTemplate } from '../support/pglite';
 import { ALL_TABLES, sqlStoreContract } from './sql-store.contract';
 
 sqlStoreContract('PGlite', async ({ migrated }) => {
   const store = await createTestPglite({ migrated });
   return { store, peer: async () => store, cleanup: () => store.close() };
+});
+
+sqlStoreContract('PGlite in a worker thread', async ({ migrated }) => {
+  const store = await PgliteWorkerSqlStore.create({ loadDataDir: await pgliteTemplate({ migrated }) });
+  return { store, peer: async () => store, cleanup: () => store.close() };
+});
+
+describe('PgliteWorkerSqlStore', () => {
+  it('refuses a call on the store from inside its own transaction, and queues other callers behind an open one', async () => {
+    const store = await PgliteWorkerSqlStore.create({ loadDataDir: await pgliteTemplate() });
+    try {
+      await expect(store.transaction(async () => store.query('SELECT 1', []))).rejects.toThrow(/inside its own transaction/);
+      await store.query('CREATE TABLE t (v int)', []);
+      const order: string[] = [];
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const tx = store.transaction(async (t) => {
+        await t.query('INSERT INTO t VALUES ($1)', [1]);
+        order.push('tx inserted');
+        await gate;
+        await t.query('INSERT INTO t VALUES ($1)', [2]);
+        order.push('tx done');
+      });
+      // Sent while the transaction is open: it must not run inside it, nor see its uncommitted rows.
+      await new Promise((r) => setTimeout(r, 20));
+      const outside = store.query<{ n: number }>('SELECT count(*)::int AS n FROM t', []).then((r) => {
+        order.push(`outside saw ${r.rows[0].n}`);
+      });
+      await new Promise((r) => setTimeout(r, 20));
+      release();
+      await Promise.all([tx, outside]);
+      expect(order).toEqual(['tx inserted', 'tx done', 'outside saw 2']);
+      // A failed transaction rolls back and keeps the database's error fields (SQLSTATE).
+      const failed = store.transaction(async (t) => {
+        await t.query('INSERT INTO t VALUES ($1)', [3]);
+        await t.query('INSERT INTO missing_table VALUES ($1)', [1]);
+      });
+      await expect(failed).rejects.toMatchObject({ code: '42P01' });
+      expect((await store.query<{ n: number }>('SELECT count(*)::int AS n FROM t', [])).rows[0].n).toBe(2);
+    } finally {
+      await store.close();
+    }
+    await expect(store.query('SELECT 1', [])).rejects.toThrow(/closed/);
+  });
 });
 
 describe('PgliteSqlStore', () => {

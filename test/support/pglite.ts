@@ -49,8 +49,13 @@ async function buildTemplate(file: string, migrated: boolean): Promise<void> {
  * applied; otherwise it is an empty database, for migration tests.
  */
 export async function createTestPglite(options: { migrated?: boolean } = {}): Promise<PgliteSqlStore> {
+  return PgliteSqlStore.create({ loadDataDir: new Blob([await pgliteTemplate(options)]) });
+}
+
+/** The dump a test PGlite starts from (see createTestPglite), e.g. for PgliteWorkerSqlStore's `loadDataDir`. */
+export async function pgliteTemplate(options: { migrated?: boolean } = {}): Promise<Buffer> {
   const migrated = options.migrated ?? true;
   const file = join(CACHE_DIR, `${templateKey(migrated)}.tar`);
   if (!existsSync(file)) await buildTemplate(file, migrated);
-  return PgliteSqlStore.create({ loadDataDir: new Blob([readFileSync(file)]) });
+  return readFileSync(file);
 }

@@ -1,9 +1,9 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { mkdirSync } from 'node:fs';
 import { PGlite, type Results, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { withTimeout } from '../with-timeout';
 import { SqlStore, type SqlExecutor, type SqlResult } from './sql-store';
+import { TRANSACTION_FINISHED, TransactionScope } from './transaction-scope';
 
 export interface PgliteSqlStoreOptions {
   /** Folder of the database files; omitted = in memory (tests). */
@@ -43,14 +43,7 @@ async function run<R>(db: Runner, sql: string, params: readonly unknown[]): Prom
  */
 export class PgliteSqlStore extends SqlStore {
   readonly kind = 'pglite' as const;
-  /**
-   * Which transaction (if any) the running code is inside. Enabled only while a transaction is open:
-   * an enabled AsyncLocalStorage turns on Node's promise hooks for every promise of the process
-   * (issue 5's profile: a few % of a chat request's CPU), and transactions here are rare (migrations,
-   * seeding, experiment changes, regressions).
-   */
-  private readonly inTransaction = new AsyncLocalStorage<{ open: boolean }>();
-  private openTransactions = 0;
+  private readonly scope = new TransactionScope();
 
   private constructor(readonly db: PGlite) {
     super();
@@ -68,30 +61,22 @@ export class PgliteSqlStore extends SqlStore {
   }
 
   async query<R extends object = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
-    this.refuseInsideOwnTransaction();
+    this.scope.refuseInside();
     return run<R>(this.db, sql, params);
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    this.refuseInsideOwnTransaction();
-    const scope = { open: true };
-    this.openTransactions++;
-    try {
-      return await this.db.transaction((t) =>
-        this.inTransaction.run(scope, () =>
-          fn({
-            query: async <R extends object>(sql: string, params: readonly unknown[] = []) => {
-              if (!scope.open) throw new Error('transaction is already finished; use the store, not its transaction, after transaction() returns');
-              return run<R>(t, sql, params);
-            },
-          }),
-        ),
-      );
-    } finally {
-      scope.open = false;
-      // Work that outlives the transaction sees no store (or a closed scope) and may use the store.
-      if (--this.openTransactions === 0) this.inTransaction.disable();
-    }
+    this.scope.refuseInside();
+    return this.db.transaction((t) =>
+      this.scope.run((scope) =>
+        fn({
+          query: async <R extends object>(sql: string, params: readonly unknown[] = []) => {
+            if (!scope.open) throw new Error(TRANSACTION_FINISHED);
+            return run<R>(t, sql, params);
+          },
+        }),
+      ),
+    );
   }
 
   async ping(timeoutMs: number): Promise<void> {
@@ -101,11 +86,5 @@ export class PgliteSqlStore extends SqlStore {
 
   async close(): Promise<void> {
     if (!this.db.closed) await this.db.close();
-  }
-
-  private refuseInsideOwnTransaction(): void {
-    if (this.inTransaction.getStore()?.open) {
-      throw new Error('PGlite store called from inside its own transaction(): use the `tx` executor, the store would wait for the transaction forever');
-    }
   }
 }

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import type { EnvConfig } from '../../config/env';
 import { ANALYTICS_MIGRATIONS, runMigrations, type AppliedMigration } from './migrator';
 import { PgSqlStore } from './pg-sql.store';
-import { PgliteSqlStore } from './pglite-sql.store';
+import { PgliteWorkerSqlStore } from './pglite-worker-sql.store';
 import type { SqlStore } from './sql-store';
 
 /** The analytics store cannot be had at start-up; the message is meant to be printed as one line. */
@@ -57,9 +57,9 @@ async function createPg(url: string, hooks: CreateSqlStoreHooks): Promise<SqlSto
 }
 
 async function createPglite(dataDir: string, hooks: CreateSqlStoreHooks): Promise<SqlStore> {
-  let store: PgliteSqlStore;
+  let store: PgliteWorkerSqlStore;
   try {
-    store = await PgliteSqlStore.create({ dataDir });
+    store = await PgliteWorkerSqlStore.create({ dataDir });
   } catch (err) {
     throw new StoreStartupError(`analytics store: cannot open the embedded database in ${dataDir}: ${message(err)}`);
   }

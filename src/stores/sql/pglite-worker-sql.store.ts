@@ -1,0 +1,268 @@
+import { mkdirSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
+import { withTimeout } from '../with-timeout';
+import { SqlStore, type SqlExecutor, type SqlResult } from './sql-store';
+import { TRANSACTION_FINISHED, TransactionScope } from './transaction-scope';
+
+export interface PgliteWorkerOptions {
+  /** Folder of the database files; omitted = in memory (tests). */
+  dataDir?: string;
+  /** Start from a dump of another instance (`dumpDataDir()`), e.g. a migrated test template. */
+  loadDataDir?: Uint8Array;
+}
+
+/*
+ * The worker, as source text (run with `eval`: no file to locate in src/, dist/ or under jest). It
+ * owns the one PGlite connection and runs one message at a time; while a transaction is open only
+ * that transaction's messages run, the others wait in arrival order (as PGlite's own transaction
+ * mutex does in-process). Parameterless SQL runs as a script, as PgliteSqlStore and `pg` do.
+ */
+const WORKER_SOURCE = String.raw`
+const { parentPort, workerData } = require('node:worker_threads');
+const { PGlite } = require(workerData.pglitePath);
+const { vector } = require(workerData.vectorPath);
+
+const queue = [];
+let running = false;
+let tx = null;
+let db;
+
+function errorFields(err) {
+  const out = { message: String((err && err.message) || err) };
+  if (err && typeof err === 'object') {
+    for (const [k, v] of Object.entries(err)) if (v === null || ['string', 'number', 'boolean'].includes(typeof v)) out[k] = v;
+  }
+  return out;
+}
+
+function toResult(res) {
+  return { rows: res.rows, rowCount: res.affectedRows || res.rows.length };
+}
+
+async function handle(m) {
+  switch (m.op) {
+    case 'query': {
+      if (m.params.length === 0) {
+        const results = await db.exec(m.sql);
+        return results.length ? toResult(results[results.length - 1]) : { rows: [], rowCount: 0 };
+      }
+      return toResult(await db.query(m.sql, m.params));
+    }
+    case 'begin':
+      await db.exec('BEGIN');
+      tx = m.tx;
+      return null;
+    case 'commit':
+    case 'rollback':
+      try {
+        await db.exec(m.op === 'commit' ? 'COMMIT' : 'ROLLBACK');
+      } catch (err) {
+        await db.exec('ROLLBACK').catch(() => undefined);
+        throw err;
+      } finally {
+        tx = null;
+      }
+      return null;
+    case 'close':
+      if (!db.closed) await db.close();
+      return null;
+  }
+  throw new Error('unknown operation ' + m.op);
+}
+
+async function pump() {
+  if (running) return;
+  running = true;
+  try {
+    for (;;) {
+      const i = tx === null ? (queue.length ? 0 : -1) : queue.findIndex((m) => m.tx === tx);
+      if (i < 0) break;
+      const m = queue.splice(i, 1)[0];
+      try {
+        parentPort.postMessage({ id: m.id, ok: true, value: await handle(m) });
+      } catch (err) {
+        parentPort.postMessage({ id: m.id, ok: false, error: errorFields(err) });
+      }
+      if (m.op === 'close') {
+        parentPort.close();
+        return;
+      }
+    }
+  } finally {
+    running = false;
+  }
+}
+
+(async () => {
+  try {
+    db = await PGlite.create({
+      dataDir: workerData.dataDir,
+      loadDataDir: workerData.loadDataDir ? new Blob([workerData.loadDataDir]) : undefined,
+      extensions: { vector },
+      parsers: { 1082: (s) => s },
+    });
+  } catch (err) {
+    parentPort.postMessage({ id: 0, ok: false, error: errorFields(err) });
+    return;
+  }
+  parentPort.on('message', (m) => {
+    queue.push(m);
+    void pump();
+  });
+  parentPort.postMessage({ id: 0, ok: true, value: null });
+})();
+`;
+
+type Message =
+  | { op: 'query'; sql: string; params: readonly unknown[]; tx?: number }
+  | { op: 'begin' | 'commit' | 'rollback'; tx: number }
+  | { op: 'close' };
+
+interface Reply {
+  id: number;
+  ok: boolean;
+  value?: unknown;
+  error?: Record<string, unknown> & { message: string };
+}
+
+/** A worker's error as an Error again, with the database's fields (`code` = SQLSTATE, `detail`, …). */
+function revive(fields: Reply['error']): Error {
+  const err = new Error(fields?.message ?? 'embedded database error');
+  Object.assign(err, fields);
+  return err;
+}
+
+const isForeignDate = (v: unknown): boolean => !(v instanceof Date) && typeof v === 'object' && v !== null && Object.prototype.toString.call(v) === '[object Date]';
+
+/**
+ * Column values that are dates become this realm's Date: what crosses the thread boundary is a
+ * structured clone, and code that checks `instanceof Date` in another realm (a vm context, as under
+ * jest) would not recognise it.
+ */
+function reviveRows(result: SqlResult<Record<string, unknown>>): SqlResult<Record<string, unknown>> {
+  for (const row of result.rows) {
+    for (const k in row) {
+      const v = row[k];
+      if (isForeignDate(v)) row[k] = new Date((v as Date).getTime());
+    }
+  }
+  return result;
+}
+
+/**
+ * The embedded analytics store of a running gateway (DESIGN §2, no DATABASE_URL): PGlite, as
+ * PgliteSqlStore, but in a worker thread. PGlite is Postgres compiled to WebAssembly and runs on the
+ * thread that calls it: in-process, every trace batch (≈ 20 ms for 500 rows) and every beat of the
+ * aggregation job (≈ 250 ms over 100,000 traces) stopped the event loop and every request and stream
+ * with it (issue 5: the p99 of the chat benchmark, the between-chunk p99 of streams). Here they run
+ * beside the event loop. The same SqlStore contract suite runs on both.
+ *
+ * Tests and tools that want a dump of the database (`dumpDataDir`) use PgliteSqlStore.
+ */
+export class PgliteWorkerSqlStore extends SqlStore {
+  readonly kind = 'pglite' as const;
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private readonly scope = new TransactionScope();
+  private nextId = 1;
+  private nextTx = 1;
+  private dead: Error | undefined;
+  private closed = false;
+
+  private constructor(private readonly worker: Worker) {
+    super();
+    worker.on('message', (r: Reply) => this.settle(r));
+    worker.on('error', (err) => this.die(err));
+    worker.on('exit', (code) => this.die(new Error(`the embedded database worker stopped (exit code ${code})`)));
+    worker.unref();
+  }
+
+  static async create(options: PgliteWorkerOptions = {}): Promise<PgliteWorkerSqlStore> {
+    if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: {
+        pglitePath: require.resolve('@electric-sql/pglite'),
+        vectorPath: require.resolve('@electric-sql/pglite-pgvector'),
+        dataDir: options.dataDir,
+        loadDataDir: options.loadDataDir,
+      },
+    });
+    const store = new PgliteWorkerSqlStore(worker);
+    // Reply 0: the database is open (or could not be).
+    await new Promise((resolve, reject) => {
+      store.pending.set(0, { resolve, reject });
+      worker.ref();
+    }).catch(async (err: Error) => {
+      await worker.terminate();
+      throw err;
+    });
+    return store;
+  }
+
+  async query<R extends object = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
+    this.scope.refuseInside();
+    return this.call({ op: 'query', sql, params: [...params] }).then((r) => reviveRows(r as SqlResult<Record<string, unknown>>)) as Promise<SqlResult<R>>;
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    this.scope.refuseInside();
+    const tx = this.nextTx++;
+    await this.call({ op: 'begin', tx });
+    let result: T;
+    try {
+      result = await this.scope.run((scope) =>
+        fn({
+          query: async <R extends object>(sql: string, params: readonly unknown[] = []) => {
+            if (!scope.open) throw new Error(TRANSACTION_FINISHED);
+            return this.call({ op: 'query', sql, params: [...params], tx }).then((r) => reviveRows(r as SqlResult<Record<string, unknown>>)) as Promise<SqlResult<R>>;
+          },
+        }),
+      );
+    } catch (err) {
+      await this.call({ op: 'rollback', tx }).catch(() => undefined);
+      throw err;
+    }
+    await this.call({ op: 'commit', tx });
+    return result;
+  }
+
+  async ping(timeoutMs: number): Promise<void> {
+    // Bounded: a long transaction or a long aggregation holds the only connection.
+    await withTimeout(this.query('SELECT 1'), timeoutMs, 'PGlite');
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (!this.dead) await this.call({ op: 'close' }).catch(() => undefined);
+    await this.worker.terminate();
+  }
+
+  private call(message: Message): Promise<unknown> {
+    if (this.dead) return Promise.reject(this.dead);
+    if (this.closed && message.op !== 'close') return Promise.reject(new Error('the embedded database is closed'));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      if (this.pending.size === 0) this.worker.ref();
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, ...message });
+    });
+  }
+
+  private settle(r: Reply): void {
+    const p = this.pending.get(r.id);
+    if (!p) return;
+    this.pending.delete(r.id);
+    if (this.pending.size === 0) this.worker.unref();
+    if (r.ok) p.resolve(r.value);
+    else p.reject(revive(r.error));
+  }
+
+  /** The worker is gone: everything waiting fails, and so does every later call (health shows the store down). */
+  private die(err: Error): void {
+    if (this.dead) return;
+    this.dead = this.closed ? new Error('the embedded database is closed') : err;
+    for (const p of this.pending.values()) p.reject(this.dead);
+    this.pending.clear();
+  }
+}
