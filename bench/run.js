@@ -439,6 +439,7 @@ async function memorySection(p, targets, gw, fake) {
   for (const count of p.memory.counts) {
     await sleep(500);
     const rssBefore = procs.rssMiB(gw.pid);
+    const heapBefore = await gatewayMetrics(gw.url);
     const fds0 = procs.openFds(gw.pid);
     // Connections the gateway has not accepted yet ≈ started − (its new descriptors − one upstream
     // socket per open stream); kept under 256 so its listen backlog (511) never overflows.
@@ -469,6 +470,7 @@ async function memorySection(p, targets, gw, fake) {
       await sleep(250);
     } while (Date.now() < holdUntil);
     const fds = procs.openFds(gw.pid);
+    const heapWith = await gatewayMetrics(gw.url);
     const fakeOpen = (await fake.stats().catch(() => ({}))).openStreams ?? null;
     const s = { ...h.state };
     await h.closeAll();
@@ -489,6 +491,8 @@ async function memorySection(p, targets, gw, fake) {
       rss_mib: round(rssMax, 1),
       rss_per_open_stream_kib: s.open > 0 ? round(((rssMax - rssBefore) * 1024) / s.open, 1) : null,
       rss_after_close_mib: round(procs.rssMiB(gw.pid), 1),
+      heap_used_before_mib: heapBefore.heap_used_mib ?? null,
+      heap_used_mib: heapWith.heap_used_mib ?? null,
     };
     log(`memory ${count} streams: ${level.open} open, ${level.pending} pending, ${level.errors} errors; RSS ${level.rss_mib} MiB (before ${level.rss_before_mib})`);
     levels.push(level);

@@ -81,11 +81,11 @@ function renderMarkdown(r) {
     out.push('');
     out.push(`**Memory** (slow streams, a chunk every ${mem.chunk_every_ms} ms; gateway RSS in MiB; idle after start ${fmt(m.gateway_rss_idle_mib, 1)})`);
     out.push('');
-    out.push('| streams asked | open | pending | errors | RSS before | RSS with streams | KiB per open stream | gateway fds | RSS after close |');
-    out.push('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    out.push('| streams asked | open | pending | errors | RSS before | RSS with streams | KiB per open stream | JS heap before → with | gateway fds | RSS after close |');
+    out.push('|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|');
     for (const l of mem.levels) {
       out.push(
-        `| ${l.requested} | ${l.open} | ${l.pending} | ${l.errors + l.non2xx} | ${fmt(l.rss_before_mib, 1)} | ${fmt(l.rss_mib, 1)} | ${fmt(l.rss_per_open_stream_kib, 1)} | ${l.gateway_fds} | ${fmt(l.rss_after_close_mib, 1)} |`,
+        `| ${l.requested} | ${l.open} | ${l.pending} | ${l.errors + l.non2xx} | ${fmt(l.rss_before_mib, 1)} | ${fmt(l.rss_mib, 1)} | ${fmt(l.rss_per_open_stream_kib, 1)} | ${fmt(l.heap_used_before_mib, 1)} → ${fmt(l.heap_used_mib, 1)} | ${l.gateway_fds} | ${fmt(l.rss_after_close_mib, 1)} |`,
       );
     }
   }

@@ -100,6 +100,9 @@ async function pump() {
       loadDataDir: workerData.loadDataDir ? new Blob([workerData.loadDataDir]) : undefined,
       extensions: { vector },
       parsers: { 1082: (s) => s },
+      // Postgres's default 128 MB of shared buffers is most of an idle gateway's memory; the embedded
+      // store's working set (recent traces, the stats table) is far smaller.
+      startParams: [...PGlite.defaultStartParams, '-c', 'shared_buffers=' + workerData.sharedBuffers],
     });
   } catch (err) {
     parentPort.postMessage({ id: 0, ok: false, error: errorFields(err) });
@@ -185,6 +188,7 @@ export class PgliteWorkerSqlStore extends SqlStore {
         vectorPath: require.resolve('@electric-sql/pglite-pgvector'),
         dataDir: options.dataDir,
         loadDataDir: options.loadDataDir,
+        sharedBuffers: '32MB',
       },
     });
     const store = new PgliteWorkerSqlStore(worker);
