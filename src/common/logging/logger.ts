@@ -4,6 +4,10 @@ import type { LogLevel } from '../../config/env';
 /**
  * The process logger: pino JSON lines. Nothing here logs headers or bodies; the redact list is a
  * second line of defence for fields that must never appear (DESIGN §9).
+ *
+ * Standard output is written asynchronously (pino's default is one blocking write(2) per line, i.e.
+ * per request): lines that arrive while a write is in flight go out together in the next one, and a
+ * quiet gateway's lines still go out at once. pino flushes what is pending on process exit.
  */
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
   return pino(
@@ -17,7 +21,7 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
       censor: '[redacted]',
     },
     },
-    destination,
+    destination ?? pino.destination({ dest: 1, sync: false }),
   );
 }
 
