@@ -26,7 +26,12 @@
  * Calibration: a feedback_driven dry-run decision each beat (and the live decisions), bucketed by
  * confidence; for confidence ≥ 0.8, how often the chosen model was the true best.
  *
- * Environment: ROUTING_SIM_SEEDS (default 5), ROUTING_SIM_SESSIONS (default 2000).
+ * Environment: ROUTING_SIM_SEEDS (default 5), ROUTING_SIM_SESSIONS (default 2000); diagnostics only:
+ * ROUTING_SIM_POLICIES (comma list, default all four; the others then report no figures, and the
+ * run prints regret per seed and per stretch of sessions instead of writing results),
+ * ROUTING_SIM_FIRST_SEED (default 1: seeds FIRST … FIRST + SEEDS − 1) and ROUTING_SIM_TRACE=<seed>
+ * (print, for that seed's feedback_driven run, each beat's model shares and every candidate's
+ * assessment: n, phase, prior, outcome mean, posterior mean ± sd).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -40,6 +45,7 @@ import { ModelStatsRepository } from '../src/learning/model-stats.repository';
 import { StatsSnapshotService } from '../src/learning/stats-snapshot.service';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { RoutingService } from '../src/routing/routing.service';
+import { LearnedScorer } from '../src/routing/strategies/learned-score';
 import type { RoutingDecision } from '../src/routing/routing.types';
 import { mulberry32 } from '../src/routing/strategies/random';
 import type { SqlStore } from '../src/stores/sql/sql-store';
@@ -58,6 +64,9 @@ const WINDOW = 250; // "share after N sessions" = share of sessions N − 249 �
 const W_SCORE = 0.6;
 const W_USEFUL = 0.4;
 const ORG = 'sim';
+const ONLY = process.env.ROUTING_SIM_POLICIES ? new Set(process.env.ROUTING_SIM_POLICIES.split(',').map((p) => p.trim())) : null;
+const FIRST_SEED = Number(process.env.ROUTING_SIM_FIRST_SEED ?? 1);
+const TRACE_SEED = process.env.ROUTING_SIM_TRACE ? Number(process.env.ROUTING_SIM_TRACE) : null;
 
 interface SimModel {
   id: string;
@@ -232,12 +241,25 @@ async function runPolicy(policy: Policy, seed: number, users: User[]): Promise<R
       if (policy === 'feedback_driven') {
         const d = routing.route(input('auto', `dry-${seed}-${beat}`, 'dry-run'));
         if (d.insight.confidence !== null) out.calDry.push({ confidence: d.insight.confidence, best: pick(d) === BEST });
+        if (seed === TRACE_SEED) traceBeat(beat, out.choices.slice(beat * BEAT), new LearnedScorer(config.gateway.routing, config.gateway.models, snapshot), d);
       }
     }
   } finally {
     await sql.close();
   }
   return out;
+}
+
+/** ROUTING_SIM_TRACE: one line per beat: shares of the beat's sessions, then each candidate's assessment after the job ran. */
+function traceBeat(beat: number, choices: number[], scorer: LearnedScorer, d: RoutingDecision): void {
+  const now = new Date();
+  const cells = MODELS.map((m, i) => {
+    const a = scorer.assess({ provider: 'mock', model: m.id }, ORG, now);
+    const share = choices.filter((c) => c === i).length;
+    const sess = a.signals.session === null ? '  –  ' : a.signals.session.toFixed(3);
+    return `${m.id.slice(0, 8).padEnd(8)} ${String(share).padStart(2)} n=${String(a.n).padStart(4)} ${a.phase.slice(0, 4)} m0=${a.prior.toFixed(3)} ȳ=${sess} μ=${a.score.toFixed(3)}±${Math.sqrt(a.variance).toFixed(3)}`;
+  });
+  process.stdout.write(`b${String(beat).padStart(3)} conf=${d.insight.confidence?.toFixed(2)} | ${cells.join(' | ')}\n`);
 }
 
 async function insertTraces(sql: SqlStore, rows: unknown[][]): Promise<void> {
@@ -308,10 +330,10 @@ test(
     const policies: Policy[] = ['feedback_driven', 'epsilon_greedy', 'static_prior', 'smart_cost'];
     const runs: Record<Policy, RunResult[]> = { feedback_driven: [], epsilon_greedy: [], static_prior: [], smart_cost: [] };
     const usersBySeed: User[][] = [];
-    for (let seed = 1; seed <= SEEDS; seed++) {
+    for (let seed = FIRST_SEED; seed < FIRST_SEED + SEEDS; seed++) {
       const users = makeUsers(seed);
       usersBySeed.push(users);
-      for (const p of policies) runs[p].push(await runPolicy(p, seed, users));
+      for (const p of policies) if (!ONLY || ONLY.has(p)) runs[p].push(await runPolicy(p, seed, users));
       process.stdout.write(`seed ${seed}/${SEEDS} done (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
     }
 
@@ -375,6 +397,19 @@ test(
     lines.push('', `Targets: ≥ 90 % on the best model by ${last} sessions: ${pct(targets.shareOnBestAt2000.value)} → ${targets.shareOnBestAt2000.met ? 'met' : 'NOT met'}; regret ≤ ½ of epsilon-greedy's: ratio ${targets.regretVsEpsilonGreedy.value.toFixed(2)} → ${targets.regretVsEpsilonGreedy.met ? 'met' : 'NOT met'}.`);
     lines.push(`(${((Date.now() - started) / 1000).toFixed(1)} s)`, '');
     process.stdout.write(lines.join('\n') + '\n');
+    if (ONLY) {
+      for (const p of ONLY) {
+        if (!perPolicy[p as Policy]) continue;
+        process.stdout.write(`${p} regret per seed: ${perPolicy[p as Policy].regretPerSeed.map(f1).join(', ')}\n`);
+        // Where the regret comes from: per model, per stretch of sessions (mean over seeds).
+        const cuts = [0, 50, 100, 250, 500, 1000, 2000].filter((c) => c <= SESSIONS);
+        for (let k = 0; k + 1 < cuts.length; k++) {
+          const per = MODELS.map((_, m) => mean(runs[p as Policy].map((r) => regretOf(r.choices.slice(cuts[k], cuts[k + 1]).filter((c) => c === m)))));
+          process.stdout.write(`  sessions ${cuts[k]}–${cuts[k + 1]}: ${MODELS.map((mm, m) => `${mm.id} ${f1(per[m])}`).join(', ')}\n`);
+        }
+      }
+      return; // a diagnostic run over some policies only: keep the last full results
+    }
 
     const dir = join(__dirname, 'results');
     mkdirSync(dir, { recursive: true });

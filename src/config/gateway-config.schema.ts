@@ -144,19 +144,28 @@ const section = <S extends Parameters<typeof obj>[0]>(shape: S, path: string) =>
  * summing to 1) are checked in the loader.
  */
 const routing = obj({
-  n0: withDefault(num({ min: 0.001, max: 1_000_000 }), 5),
+  // The prior is worth n0 pseudo-samples of per-sample variance prior_variance. prior_variance is about
+  // one session outcome's variance (sd .2 on [0, 1]), so the prior does not inflate σ² once samples
+  // come in; a prior mean's day-zero spread is √(prior_variance / n0) = .14 (as with the former 5 and
+  // .1), but a catalogue prior that is wrong stops steering the mean after a few sessions, not a dozen.
+  n0: withDefault(num({ min: 0.001, max: 1_000_000 }), 2),
   n_min: withDefault(int({ min: 1, max: 1_000_000 }), 20),
   n_steady: withDefault(int({ min: 1, max: 10_000_000 }), 200),
-  prior_variance: withDefault(num({ min: 0.000001, max: 0.25 }), 0.1),
+  prior_variance: withDefault(num({ min: 0.000001, max: 0.25 }), 0.04),
   variance_floor: withDefault(num({ min: 0.000001, max: 0.25 }), 0.01),
   default_prior: withDefault(unit(), 0.5),
   latency_target_ms: withDefault(int({ min: 1, max: 3_600_000 }), 2000),
   confidence_draws: withDefault(int({ min: 10, max: 100_000 }), 1000),
+  // session:auto is 4:1 in every phase, so the observed mean ō = .8·session + .2·auto is the same blend
+  // for every candidate whatever its phase. (A ratio that changes with the phase makes a candidate's
+  // score jump at n_min and n_steady and, since auto is usually above the feedback outcome, favours
+  // the candidates with fewer samples: the old .15/.15 → .35/.15 → .55/.15 kept re-exploring them.)
+  // manual:benchmark sets the prior's mix; the prior's weight is n0.
   weights: section(
     {
-      cold_start: signalWeights({ session: 0.15, auto: 0.15, manual: 0.35, benchmark: 0.35 }),
-      learning: signalWeights({ session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 }),
-      steady: signalWeights({ session: 0.55, auto: 0.15, manual: 0.15, benchmark: 0.15 }),
+      cold_start: signalWeights({ session: 0.24, auto: 0.06, manual: 0.35, benchmark: 0.35 }),
+      learning: signalWeights({ session: 0.4, auto: 0.1, manual: 0.25, benchmark: 0.25 }),
+      steady: signalWeights({ session: 0.56, auto: 0.14, manual: 0.15, benchmark: 0.15 }),
     },
     'routing.weights',
   ),

@@ -12,18 +12,18 @@ const errorOf = (yaml: string): string => {
 describe('config `routing` (the learning router\'s parameters)', () => {
   it('has documented defaults', () => {
     expect(loadGatewayConfig('', {}).routing).toEqual({
-      n0: 5,
+      n0: 2,
       n_min: 20,
       n_steady: 200,
-      prior_variance: 0.1,
+      prior_variance: 0.04,
       variance_floor: 0.01,
       default_prior: 0.5,
       latency_target_ms: 2000,
       confidence_draws: 1000,
       weights: {
-        cold_start: { session: 0.15, auto: 0.15, manual: 0.35, benchmark: 0.35 },
-        learning: { session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 },
-        steady: { session: 0.55, auto: 0.15, manual: 0.15, benchmark: 0.15 },
+        cold_start: { session: 0.24, auto: 0.06, manual: 0.35, benchmark: 0.35 },
+        learning: { session: 0.4, auto: 0.1, manual: 0.25, benchmark: 0.25 },
+        steady: { session: 0.56, auto: 0.14, manual: 0.15, benchmark: 0.15 },
       },
       confidence_caps: { day0: 0.5, shared: 0.75, insufficient_samples: 0.6 },
       smart_cost: { tolerance: 0.05, default_output_tokens: 256 },
@@ -32,8 +32,8 @@ describe('config `routing` (the learning router\'s parameters)', () => {
   });
 
   it('takes partial sections, keeping the other defaults', () => {
-    const r = loadGatewayConfig('routing: { n0: 2, weights: { steady: { session: 1, auto: 0, manual: 0, benchmark: 0 } }, regressions: { margin: 0.2 } }', {}).routing;
-    expect(r.n0).toBe(2);
+    const r = loadGatewayConfig('routing: { n0: 3, weights: { steady: { session: 1, auto: 0, manual: 0, benchmark: 0 } }, regressions: { margin: 0.2 } }', {}).routing;
+    expect(r.n0).toBe(3);
     expect(r.weights.steady).toEqual({ session: 1, auto: 0, manual: 0, benchmark: 0 });
     expect(r.weights.cold_start.manual).toBe(0.35);
     expect(r.regressions).toMatchObject({ margin: 0.2, rolling_hours: 24 });

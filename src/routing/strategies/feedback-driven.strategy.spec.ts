@@ -5,7 +5,7 @@ import { FakeRegressions, FakeStats, FixedClock, makeConfig, makeInput, seededRa
 const NOW = new Date('2025-01-10T12:02:29.000Z');
 const DAY = 24 * 3600 * 1000;
 
-/** The hand computations below use n0 = 10 and prior_variance = .05 (not the defaults, 5 and .1). */
+/** The hand computations below use n0 = 10 and prior_variance = .05 (not the defaults, 2 and .04). */
 const yaml = (routing = '', targets = '[p/good, p/plain]') => `
 providers:
   p: { family: mock }
@@ -41,26 +41,26 @@ describe('feedback_driven', () => {
     const { stats, route } = setup();
     stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 50, outcomeMean: 0.7, outcomeVar: 0.04, successRate: 1, requests: 60, latencyP50Ms: 1000 });
     /*
-     * good: n = 50 → phase learning (20 ≤ n < 200), w = {session .35, auto .15, manual .25, benchmark .25}
+     * good: n = 50 → phase learning (20 ≤ n < 200), w = {session .4, auto .1, manual .25, benchmark .25}
      *   auto = success 1 × min(1, 2000 / 1000) = 1
-     *   a = .35 / (.35 + .15) = .7;  ō = .7 × .7 + .3 × 1 = .79;  s² = .7² × .04 = .0196
+     *   a = .4 / (.4 + .1) = .8;  ō = .8 × .7 + .2 × 1 = .76;  s² = .8² × .04 = .0256
      *   prior m0 = (.25 × .8 + .25 × .6) / .5 = .7   (manual .8, benchmark .6)
-     *   μ = (10 × .7 + 50 × .79) / 60 = 46.5 / 60 = .775
-     *   σ² = max(.01, (50 × .0196 + 10 × .05) / 60) = 1.48 / 60 = .0246667;  var = σ² / 60 = .000411111
+     *   μ = (10 × .7 + 50 × .76) / 60 = 45 / 60 = .75
+     *   σ² = max(.01, (50 × .0256 + 10 × .05) / 60) = 1.78 / 60 = .0296667;  var = σ² / 60 = .000494444
      * plain: no stats → n = 0, cold_start, prior = benchmark .5 (no manual score) → μ = .5, var = .05 / 10 = .005
-     * evidence: samples 50, top-2 gap .775 − .5 = .275, outcome variance .04, no regressions
-     * confidence: P(θ_good > θ_plain) = Φ(.275 / √(.000411111 + .005)) = Φ(3.738) ≈ .9999, uncapped (ok)
+     * evidence: samples 50, top-2 gap .75 − .5 = .25, outcome variance .04, no regressions
+     * confidence: P(θ_good > θ_plain) = Φ(.25 / √(.000494444 + .005)) = Φ(3.373) ≈ .9996, uncapped (ok)
      */
     const d = route();
     expect(d.strategyId).toBe('feedback_driven');
     expect(d.plan).toEqual([{ provider: 'p', model: 'good' }, { provider: 'p', model: 'plain' }]);
-    expect(scoreOf(d, 'good')).toBeCloseTo(0.775, 12);
+    expect(scoreOf(d, 'good')).toBeCloseTo(0.75, 12);
     expect(scoreOf(d, 'plain')).toBeCloseTo(0.5, 12);
     expect(d.insight.phase).toBe('learning');
-    expect(d.insight.weights).toEqual({ session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 });
+    expect(d.insight.weights).toEqual({ session: 0.4, auto: 0.1, manual: 0.25, benchmark: 0.25 });
     expect(d.insight.evidence).toEqual({
       samples: 50,
-      top2ScoreGap: expect.closeTo(0.275, 12),
+      top2ScoreGap: expect.closeTo(0.25, 12),
       outcomeVariance: 0.04,
       recentRegressions: { kind: 'exact', exact: 0 },
       lastRegressionAt: null,
@@ -77,27 +77,28 @@ describe('feedback_driven', () => {
     stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 40, outcomeMean: 0.62, outcomeVar: 0.08, requests: 40 });
     stats.set({ orgId: 'acme', provider: 'p', model: 'plain', n: 30, outcomeMean: 0.6, outcomeVar: 0.1, requests: 30 });
     /*
-     * Both learning (w .35/.15/.25/.25, a = .7, auto = 1):
-     *   good  ō = .7 × .62 + .3 = .734; m0 = .7;  μ = (7 + 40 × .734)/50 = .7272;  σ² = (40 × .49 × .08 + .5)/50 = .04136; var = σ²/50
-     *   plain ō = .7 × .6 + .3 = .72;   m0 = .5;  μ = (5 + 30 × .72)/40 = .665;   σ² = (30 × .49 × .1 + .5)/40 = .04925; var = σ²/40
+     * Both learning (w .4/.1/.25/.25, a = .8, auto = 1):
+     *   good  ō = .8 × .62 + .2 = .696; m0 = .7;  μ = (7 + 40 × .696)/50 = 34.84/50 = .6968;  σ² = (40 × .64 × .08 + .5)/50 = .05096; var = σ²/50
+     *   plain ō = .8 × .6 + .2 = .68;   m0 = .5;  μ = (5 + 30 × .68)/40 = 25.4/40 = .635;    σ² = (30 × .64 × .1 + .5)/40 = .0605;  var = σ²/40
+     *   closed form Φ(.0618 / √(.0010192 + .0015125)) = Φ(1.228) ≈ .89
      */
-    const vGood = 0.04136 / 50;
-    const vPlain = 0.04925 / 40;
+    const vGood = 0.05096 / 50;
+    const vPlain = 0.0605 / 40;
     const d = route();
-    expect(scoreOf(d, 'good')).toBeCloseTo(0.7272, 12);
-    expect(scoreOf(d, 'plain')).toBeCloseTo(0.665, 12);
-    const closed = phi((0.7272 - 0.665) / Math.sqrt(vGood + vPlain));
+    expect(scoreOf(d, 'good')).toBeCloseTo(0.6968, 12);
+    expect(scoreOf(d, 'plain')).toBeCloseTo(0.635, 12);
+    const closed = phi((0.6968 - 0.635) / Math.sqrt(vGood + vPlain));
     expect(d.insight.confidenceReason).toBe('ok');
     expect(Math.abs(d.insight.confidence! - closed)).toBeLessThan(0.015);
     expect(Math.abs(d.insight.explorationRateEffective - (1 - closed))).toBeLessThan(0.015);
   });
 
   it.each([
-    [0, 'cold_start', { session: 0.15, auto: 0.15, manual: 0.35, benchmark: 0.35 }],
-    [19, 'cold_start', { session: 0.15, auto: 0.15, manual: 0.35, benchmark: 0.35 }],
-    [20, 'learning', { session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 }],
-    [199, 'learning', { session: 0.35, auto: 0.15, manual: 0.25, benchmark: 0.25 }],
-    [200, 'steady', { session: 0.55, auto: 0.15, manual: 0.15, benchmark: 0.15 }],
+    [0, 'cold_start', { session: 0.24, auto: 0.06, manual: 0.35, benchmark: 0.35 }],
+    [19, 'cold_start', { session: 0.24, auto: 0.06, manual: 0.35, benchmark: 0.35 }],
+    [20, 'learning', { session: 0.4, auto: 0.1, manual: 0.25, benchmark: 0.25 }],
+    [199, 'learning', { session: 0.4, auto: 0.1, manual: 0.25, benchmark: 0.25 }],
+    [200, 'steady', { session: 0.56, auto: 0.14, manual: 0.15, benchmark: 0.15 }],
   ])('with %i samples the phase is %s and sets the weights', (n, phase, weights) => {
     const { stats, route } = setup();
     stats.set({ orgId: 'acme', provider: 'p', model: 'other', n: 100, outcomeMean: 0.5 });
@@ -106,6 +107,26 @@ describe('feedback_driven', () => {
     expect(d.plan[0].model).toBe('good');
     expect(d.insight.phase).toBe(phase);
     expect(d.insight.weights).toEqual(weights);
+  });
+
+  it('blends session and auto the same way in every phase by default, so a score does not jump at n_min or n_steady', () => {
+    const { stats, route } = setup();
+    const at = (n: number) => {
+      stats.set({ orgId: 'acme', provider: 'p', model: 'good', n, outcomeMean: 0.6, outcomeVar: 0.04 });
+      return scoreOf(route(), 'good');
+    };
+    /*
+     * a = .8 in every phase, auto = 1: ō = .8 × .6 + .2 = .68 whatever n; m0 = .7 (manual .8, benchmark .6, 1:1 in every phase)
+     *   n = 19 (cold_start)  μ = (10 × .7 + 19 × .68) / 29 = 19.92 / 29
+     *   n = 20 (learning)    μ = (7 + 13.6) / 30 = 20.6 / 30
+     *   n = 199 (learning)   μ = (7 + 135.32) / 209 = 142.32 / 209
+     *   n = 200 (steady)     μ = (7 + 136) / 210 = 143 / 210
+     * (With the former .15/.15 cold_start weights, a = .5 and n = 19 would score (7 + 19 × .8) / 29 = .766: a jump of .08.)
+     */
+    expect(at(19)).toBeCloseTo(19.92 / 29, 12);
+    expect(at(20)).toBeCloseTo(20.6 / 30, 12);
+    expect(at(199)).toBeCloseTo(142.32 / 209, 12);
+    expect(at(200)).toBeCloseTo(143 / 210, 12);
   });
 
   it('takes the phase boundaries and weights from config', () => {
@@ -122,12 +143,12 @@ describe('feedback_driven', () => {
     stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 5, outcomeMean: 0.8, outcomeVar: 0.01 });
     stats.set({ orgId: '*', provider: 'p', model: 'good', n: 100, outcomeMean: 0.9, outcomeVar: 0.01 });
     /*
-     * good: n = 5 → cold_start (a = .15/.3 = .5, auto = 1); pool ō = .5 × .9 + .5 × 1 = .95 is the prior;
-     * own ō = .5 × .8 + .5 = .9;  μ = (10 × .95 + 5 × .9) / 15 = 14 / 15
+     * good: n = 5 → cold_start (a = .24/.3 = .8, auto = 1); pool ō = .8 × .9 + .2 × 1 = .92 is the prior;
+     * own ō = .8 × .8 + .2 = .84;  μ = (10 × .92 + 5 × .84) / 15 = 13.4 / 15
      */
     const d = route();
     expect(d.plan[0].model).toBe('good');
-    expect(scoreOf(d, 'good')).toBeCloseTo(14 / 15, 12);
+    expect(scoreOf(d, 'good')).toBeCloseTo(13.4 / 15, 12);
     expect(d.insight.usedSharedPoolPrior).toBe(true);
     expect(d.insight.confidenceReason).toBe('cap_shared');
     expect(d.insight.confidence).toBe(0.75);

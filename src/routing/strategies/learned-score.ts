@@ -51,13 +51,20 @@ const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
  *              manual = models.<id>.manual_score; benchmark = models.<id>.quality.
  *   observed   ō = a·session + (1 − a)·auto with a = w.session/(w.session + w.auto) (a = 1 when auto is
  *              unknown); its variance s² = a²·outcome_var (auto is a rate over many requests: no noise).
+ *              Each candidate uses its own phase's a, so the defaults keep session:auto the same (4:1)
+ *              in every phase: candidates in different phases are then compared on the same scale.
+ *              (With a ratio that moves with the phase, auto, usually above the feedback outcome, lifts
+ *              the candidates with few samples, and scores jump at n_min and n_steady.)
  *   prior      m0 = (w.manual·manual + w.benchmark·benchmark)/(w.manual + w.benchmark) over those
  *              configured, else default_prior; but when n < n_min and the cross-organisation pool has
  *              ≥ n_min samples, m0 = the pool's observed ō (same blend) instead (usedSharedPoolPrior).
  *   posterior  Normal(μ, σ²/(n0 + n)) with μ = (n0·m0 + n·ō)/(n0 + n) and
  *              σ² = max(variance_floor, (n·s² + n0·prior_variance)/(n0 + n)): the prior is worth n0
- *              pseudo-samples of variance prior_variance, so a day-zero candidate is wide and a
- *              well-sampled one as narrow as its own outcomes say.
+ *              pseudo-samples of variance prior_variance, so a day-zero candidate is wide (variance
+ *              prior_variance/n0) and a well-sampled one as narrow as its own outcomes say. With
+ *              prior_variance near a session outcome's variance (default .04) the pseudo-samples do not
+ *              widen σ² once real samples arrive (the former .1 with n0 = 5 kept σ² up to 1.5× the
+ *              outcomes' own variance over the first dozens of samples: wider draws, more exploration).
  *   regressions each regression of the last 7 days lowers the score by penalty·(1 − age/7 days),
  *              so its effect fades out linearly; the total is capped at max_penalty.
  *   score      μ − penalty.
