@@ -85,6 +85,32 @@ describe('AggregationJob', () => {
     expect(sql.transactions).toBe(runs);
   });
 
+  it('spends at most 5 % of the time recomputing: after a slow recompute, beats only reload the snapshot', async () => {
+    const j = makeJob('learning: { refresh_seconds: 0.05 }');
+    const repo = (j as unknown as { repo: ModelStatsRepository }).repo;
+    const recompute = repo.recompute.bind(repo);
+    const loadAll = repo.loadAll.bind(repo);
+    let recomputes = 0;
+    let reloads = 0;
+    repo.recompute = async (params) => {
+      recomputes++;
+      await sleep(100); // a slow recompute: the next one is due 100 / 0.05 = 2,000 ms after this one started
+      return recompute(params);
+    };
+    repo.loadAll = async () => {
+      reloads++;
+      return loadAll();
+    };
+    await j.onApplicationBootstrap();
+    await seedSession(pglite, 's1', 10);
+    await sleep(1_000);
+    await j.beforeApplicationShutdown();
+    expect(recomputes).toBe(1);
+    // Beats every 50 ms kept the snapshot fresh meanwhile: the start-up load, the run's, and reload-only beats.
+    expect(reloads).toBeGreaterThan(5);
+    expect(snapshot.get('acme', 'mock', 'm')).toMatchObject({ n: 1 });
+  });
+
   it('keeps the previous snapshot when the store fails, logs that once per interval, and recovers', async () => {
     const j = makeJob('learning: { refresh_seconds: 3600 }');
     await seedSession(pglite, 's1', 9);
