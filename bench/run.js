@@ -16,6 +16,7 @@
  *   --seconds=N        seconds per non-streaming run (default 8; quick 0.25)
  *   --connections=1,32 non-streaming concurrency levels (default 1,32,128)
  *   --out=FILE         where to write the JSON (default bench/results/latest.json)
+ *   --node-options="--flag …"  extra Node/V8 flags for the gateway process (experiments, e.g. GC sizing)
  *   --cpu-prof=DIR     run the gateway under `node --cpu-prof --cpu-prof-dir=DIR`; the profile is
  *                      written when the gateway is stopped (SIGTERM) at the end, with a summary of
  *                      the gateway's chat runs next to it (bench/profile-summary.js). E.g.
@@ -38,7 +39,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 function parseArgs(argv) {
-  const a = { quick: false, servers: false, soak: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null };
+  const a = { quick: false, servers: false, soak: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null, nodeOptions: null };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -54,6 +55,7 @@ function parseArgs(argv) {
       case '--soak-seconds': a.soakSeconds = Number(v); break;
       case '--settle-seconds': a.settleSeconds = Number(v); break;
       case '--cpu-prof': a.cpuProf = path.resolve(v); break;
+      case '--node-options': a.nodeOptions = v.split(/\s+/).filter(Boolean); break;
       case '--help': case '-h':
         process.stdout.write(fs.readFileSync(__filename, 'utf8').split('*/')[0].replace(/^#!.*\n'use strict';\n\/\*\*\n/, '').replace(/^ \* ?/gm, '') + '\n');
         process.exit(0);
@@ -207,14 +209,14 @@ async function main() {
       Object.assign(env, { DATABASE_URL: pg.url, REDIS_URL: redis.url, GATEWAY_KEY_PEPPER: crypto.randomBytes(32).toString('base64') });
       log(`Postgres ${pg.url}, Redis ${redis.url}`);
     }
-    const nodeArgs = args.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${args.cpuProf}`] : [];
+    const nodeArgs = [...(args.nodeOptions ?? []), ...(args.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${args.cpuProf}`] : [])];
     let gw = null;
     let profiled = null;
     cleanups.push(() => gw?.stop());
     /** Starts a gateway (the first one under the profiler when --cpu-prof); same port and data dir each time. */
     const startGw = async () => {
       const started = Date.now();
-      gw = await procs.startGateway({ main: build.main, env, port: Number(env.PORT), logFile: path.join(tmp, 'gateway.log'), nodeArgs: profiled ? [] : nodeArgs });
+      gw = await procs.startGateway({ main: build.main, env, port: Number(env.PORT), logFile: path.join(tmp, 'gateway.log'), nodeArgs: profiled ? (args.nodeOptions ?? []) : nodeArgs });
       if (!profiled && args.cpuProf) profiled = gw;
       const ms = Date.now() - started;
       log(`gateway on ${gw.url} (pid ${gw.pid}), up in ${ms} ms`);

@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { access } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import { withTimeout } from '../with-timeout';
 import { SqlStore, type SqlExecutor, type SqlResult } from './sql-store';
@@ -19,6 +20,14 @@ export interface PgliteWorkerOptions {
  */
 const WORKER_SOURCE = String.raw`
 const { parentPort, workerData } = require('node:worker_threads');
+// Background work: on Linux a thread has its own nice value, so this one yields the CPU to the event
+// loop's thread when both want it (requests and streams first, trace batches and aggregation after).
+try {
+  const tid = Number(require('node:fs').readlinkSync('/proc/thread-self').split('/').pop());
+  if (tid > 0) require('node:os').setPriority(tid, workerData.nice);
+} catch {
+  // Not Linux, or not allowed: the thread keeps the process's priority.
+}
 const { PGlite } = require(workerData.pglitePath);
 const { vector } = require(workerData.vectorPath);
 
@@ -181,6 +190,10 @@ export class PgliteWorkerSqlStore extends SqlStore {
 
   static async create(options: PgliteWorkerOptions = {}): Promise<PgliteWorkerSqlStore> {
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+    // libuv's thread pool (file system, DNS, zlib of the whole process) starts on first use, from the
+    // thread that uses it first, and its threads inherit that thread's nice value: start it here, so
+    // it is not the worker's lowered priority that it inherits.
+    await access('.').catch(() => undefined);
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: {
@@ -189,6 +202,7 @@ export class PgliteWorkerSqlStore extends SqlStore {
         dataDir: options.dataDir,
         loadDataDir: options.loadDataDir,
         sharedBuffers: '32MB',
+        nice: 10,
       },
     });
     const store = new PgliteWorkerSqlStore(worker);

@@ -1,0 +1,53 @@
+'use strict';
+/**
+ * A reference proxy for `npm run bench:floor`: the least a Node.js gateway can do per request — read
+ * the client's JSON body, parse it, POST it re-serialised to the upstream over a keep-alive agent,
+ * read and parse the answer, write it back re-serialised. `node floor-proxy.js <kind> <upstreamPort>`
+ * with kind `node` (plain node:http server) or `express` (the same handler as an Express route).
+ * Prints `{"port":N}` once listening.
+ */
+const http = require('node:http');
+
+const [kind, upstreamPort] = [process.argv[2], Number(process.argv[3])];
+const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
+
+const readBody = (stream) =>
+  new Promise((resolve, reject) => {
+    const chunks = [];
+    stream.on('data', (c) => chunks.push(c));
+    stream.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    stream.on('error', reject);
+  });
+
+function upstream(body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port: upstreamPort, path: '/v1/chat/completions', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => readBody(res).then(resolve, reject),
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function handle(req, res) {
+  const request = JSON.parse(await readBody(req));
+  const answer = JSON.stringify(JSON.parse(await upstream(JSON.stringify(request))));
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+  res.end(answer);
+}
+
+const listening = function () {
+  process.stdout.write(`${JSON.stringify({ port: this.address().port })}\n`);
+};
+if (kind === 'express') {
+  const app = require('express')();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.post('/v1/chat/completions', (req, res) => void handle(req, res).catch(() => res.destroy()));
+  app.listen(0, '127.0.0.1', listening);
+} else {
+  http.createServer((req, res) => void handle(req, res).catch(() => res.destroy())).listen(0, '127.0.0.1', listening);
+}
+process.stdin.on('close', () => process.exit(0));
+process.on('SIGTERM', () => process.exit(0));
