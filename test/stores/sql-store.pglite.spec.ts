@@ -57,6 +57,30 @@ describe('PgliteWorkerSqlStore', () => {
   });
 });
 
+describe('PgliteWorkerSqlStore on a data dir', () => {
+  it('fails calls at once while its worker is down, restarts it, and keeps the data', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'gw-pglite-worker-'));
+    const store = await PgliteWorkerSqlStore.create({ dataDir });
+    try {
+      await store.query('CREATE TABLE kept (v int)', []);
+      await store.query('INSERT INTO kept VALUES ($1)', [7]);
+      await store.crashForTest();
+      await expect(store.query('SELECT 1', [])).rejects.toThrow(/worker stopped/);
+      await expect(store.ping(500)).rejects.toThrow();
+      let rows: Array<{ v: number }> | undefined;
+      for (let i = 0; i < 100 && !rows; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        rows = await store.query<{ v: number }>('SELECT v FROM kept', []).then((r) => r.rows, () => undefined);
+      }
+      expect(rows).toEqual([{ v: 7 }]);
+      await store.ping(2_000);
+    } finally {
+      await store.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('PgliteSqlStore', () => {
   it('refuses a call on the store from inside its own transaction instead of waiting forever', async () => {
     const store = await createTestPglite();

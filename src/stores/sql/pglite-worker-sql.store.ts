@@ -125,6 +125,9 @@ async function pump() {
 })();
 `;
 
+const RESTART_MIN_MS = 1_000;
+const RESTART_MAX_MS = 30_000;
+
 type Message =
   | { op: 'query'; sql: string; params: readonly unknown[]; tx?: number }
   | { op: 'begin' | 'commit' | 'rollback'; tx: number }
@@ -175,17 +178,20 @@ export class PgliteWorkerSqlStore extends SqlStore {
   readonly kind = 'pglite' as const;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private readonly scope = new TransactionScope();
+  private worker!: Worker;
   private nextId = 1;
   private nextTx = 1;
+  /** Why calls fail at once: the worker died (until it is restarted) or the store was closed. */
   private dead: Error | undefined;
   private closed = false;
+  private restartDelayMs = RESTART_MIN_MS;
+  private restartTimer: NodeJS.Timeout | undefined;
+  /** The database was open once: a worker that dies after that is restarted (file-backed stores). */
+  private opened = false;
+  private restarting = false;
 
-  private constructor(private readonly worker: Worker) {
+  private constructor(private readonly options: PgliteWorkerOptions) {
     super();
-    worker.on('message', (r: Reply) => this.settle(r));
-    worker.on('error', (err) => this.die(err));
-    worker.on('exit', (code) => this.die(new Error(`the embedded database worker stopped (exit code ${code})`)));
-    worker.unref();
   }
 
   static async create(options: PgliteWorkerOptions = {}): Promise<PgliteWorkerSqlStore> {
@@ -194,27 +200,44 @@ export class PgliteWorkerSqlStore extends SqlStore {
     // thread that uses it first, and its threads inherit that thread's nice value: start it here, so
     // it is not the worker's lowered priority that it inherits.
     await access('.').catch(() => undefined);
+    const store = new PgliteWorkerSqlStore(options);
+    await store.start();
+    return store;
+  }
+
+  /** For tests: stops the worker as a crash would. */
+  crashForTest(): Promise<number> {
+    return this.worker.terminate();
+  }
+
+  /** Starts a worker and resolves when its database is open; rejects (and stops it) when it cannot open. */
+  private async start(): Promise<void> {
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: {
         pglitePath: require.resolve('@electric-sql/pglite'),
         vectorPath: require.resolve('@electric-sql/pglite-pgvector'),
-        dataDir: options.dataDir,
-        loadDataDir: options.loadDataDir,
+        dataDir: this.options.dataDir,
+        loadDataDir: this.options.loadDataDir,
         sharedBuffers: '32MB',
         nice: 10,
       },
     });
-    const store = new PgliteWorkerSqlStore(worker);
+    this.worker = worker;
     // Reply 0: the database is open (or could not be).
-    await new Promise((resolve, reject) => {
-      store.pending.set(0, { resolve, reject });
-      worker.ref();
-    }).catch(async (err: Error) => {
+    const ready = new Promise((resolve, reject) => this.pending.set(0, { resolve, reject }));
+    worker.on('message', (r: Reply) => worker === this.worker && this.settle(r));
+    worker.on('error', (err) => worker === this.worker && this.die(err));
+    worker.on('exit', (code) => worker === this.worker && this.die(new Error(`the embedded database worker stopped (exit code ${code})`)));
+    try {
+      await ready;
+    } catch (err) {
       await worker.terminate();
       throw err;
-    });
-    return store;
+    }
+    this.dead = undefined;
+    this.opened = true;
+    if (this.pending.size === 0) worker.unref();
   }
 
   async query<R extends object = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
@@ -252,7 +275,9 @@ export class PgliteWorkerSqlStore extends SqlStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.restartTimer);
     if (!this.dead) await this.call({ op: 'close' }).catch(() => undefined);
+    this.dead = new Error('the embedded database is closed');
     await this.worker.terminate();
   }
 
@@ -276,11 +301,32 @@ export class PgliteWorkerSqlStore extends SqlStore {
     else p.reject(revive(r.error));
   }
 
-  /** The worker is gone: everything waiting fails, and so does every later call (health shows the store down). */
+  /**
+   * The worker is gone: everything waiting fails, and so does every call until a new worker has the
+   * database open again (health shows the store down meanwhile). A file-backed store restarts it with
+   * a back-off (1 s doubling to 30 s); an in-memory one (tests) has nothing to reopen.
+   */
   private die(err: Error): void {
-    if (this.dead) return;
     this.dead = this.closed ? new Error('the embedded database is closed') : err;
     for (const p of this.pending.values()) p.reject(this.dead);
     this.pending.clear();
+    if (!this.closed && this.opened && !this.restarting && this.options.dataDir) this.scheduleRestart();
+  }
+
+  private scheduleRestart(): void {
+    this.restarting = true;
+    const delay = this.restartDelayMs;
+    this.restartDelayMs = Math.min(RESTART_MAX_MS, this.restartDelayMs * 2);
+    this.restartTimer = setTimeout(() => {
+      if (this.closed) return;
+      this.start().then(
+        () => {
+          this.restarting = false;
+          this.restartDelayMs = RESTART_MIN_MS;
+        },
+        () => this.scheduleRestart(),
+      );
+    }, delay);
+    this.restartTimer.unref();
   }
 }
