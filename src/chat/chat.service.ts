@@ -9,7 +9,7 @@ import type { ModelSpec, TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
 import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
-import { CapabilityCheck, ClientGoneError, failureOutcome, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import { CapabilityCheck, ClientGoneError, settleFailure, Dispatched, DispatcherService } from '../routing/dispatcher.service';
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
@@ -108,11 +108,7 @@ export class ChatService {
         });
       }
     } catch (err) {
-      const failure = failureOutcome(err);
-      outcome.status = failure.status;
-      outcome.errorCode = failure.errorCode;
-      if (failure.clientGone) return;
-      throw err;
+      settleFailure(outcome, err);
     } finally {
       this.trace(req, decision, split, sessionId, outcome, started);
     }

@@ -10,7 +10,7 @@ import { parseSessionId } from '../chat/chat-request';
 import { LimitsService } from '../limits/limits.service';
 import type { EmbeddingResult } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
-import { CapabilityCheck, failureOutcome, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import { CapabilityCheck, settleFailure, Dispatched, DispatcherService } from '../routing/dispatcher.service';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { parseEmbeddingsBody } from './embeddings-request';
 import { embeddingsBody, modelNotSupportedBody } from './embeddings.mapper';
@@ -99,11 +99,7 @@ export class EmbeddingsService {
       setServedHeaders(req, res, d.target, d.fallbackUsed);
       sendJson(res, 200, embeddingsBody(d.target.model, d.value, call.encodingFormat));
     } catch (err) {
-      const failure = failureOutcome(err);
-      outcome.status = failure.status;
-      outcome.errorCode = failure.errorCode;
-      if (failure.clientGone) return;
-      throw err;
+      settleFailure(outcome, err);
     } finally {
       this.trace(req, call.model, plan, sessionId, outcome, started);
     }

@@ -36,6 +36,17 @@ export function failureOutcome(err: unknown): { status: number; errorCode: strin
 }
 
 /**
+ * Records a failed request's outcome for its trace; a client that went away ends the request quietly
+ * (there is no one to answer), anything else is rethrown to the exception filter.
+ */
+export function settleFailure(outcome: { status: number; errorCode?: string }, err: unknown): void {
+  const failure = failureOutcome(err);
+  outcome.status = failure.status;
+  outcome.errorCode = failure.errorCode;
+  if (!failure.clientGone) throw err;
+}
+
+/**
  * DESIGN §5 "fallback triggers": network error, timeout, 408, 409, 429, 5xx, and 401/403 (the
  * provider is misconfigured). A broken stream (protocol) counts as a server fault. Other 4xx are the
  * request's fault: no fallback, 400 `upstream_invalid_request`.
