@@ -259,11 +259,11 @@ async function main() {
     if (want('chat')) report.sections.chat = await chatSection(p, targets, order, gw, fake);
     if (want('stream')) report.sections.stream = await streamSection(p, targets, order);
     if (want('soak')) {
-      const fresh = only.length > 1 ? await freshGw() : null;
+      const fresh = await freshGw();
       report.sections.soak = { ...(await soakSection(p, targets, gw)), fresh_gateway: fresh };
     }
     if (want('memory')) {
-      const fresh = only.length > 1 ? await freshGw() : null;
+      const fresh = await freshGw();
       report.sections.memory = { ...(await memorySection(p, targets, gw, fake)), fresh_gateway: fresh };
     }
 

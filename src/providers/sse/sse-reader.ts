@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import { createParser, EventSourceMessage } from 'eventsource-parser';
 import { UpstreamError } from '../upstream-error';
 
@@ -22,11 +23,19 @@ export async function* readSse(body: AsyncIterable<Buffer>, maxPending = MAX_PEN
       ready.push({ event: e.event, data: e.data });
     },
   });
-  const decoder = new TextDecoder('utf-8');
+  // StringDecoder keeps a UTF-8 character split across reads for the next one, like a streaming
+  // TextDecoder, without an ICU converter per stream (native memory × thousands of open streams).
+  const decoder = new StringDecoder('utf8');
   let pending = 0;
+  let atStart = true;
   let endsWithCr = false;
   for await (const chunk of body) {
-    const text = decoder.decode(chunk, { stream: true });
+    let text = decoder.write(chunk);
+    if (atStart && text.length > 0) {
+      // A byte-order mark at the start of the stream is not data (WHATWG: the decoder drops it).
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+      atStart = false;
+    }
     if (text.length > 0) endsWithCr = text.endsWith('\r');
     parser.feed(text);
     if (ready.length === 0) {
@@ -37,7 +46,7 @@ export async function* readSse(body: AsyncIterable<Buffer>, maxPending = MAX_PEN
     pending = 0;
     while (ready.length > 0) yield ready.shift()!;
   }
-  parser.feed(decoder.decode());
+  parser.feed(decoder.end());
   // The parser holds a trailing CR (it may be the first half of a CRLF); at the end it can only be a
   // line end, so complete it. This never completes an event that lacked its blank line.
   if (endsWithCr) parser.feed('\n');
