@@ -205,6 +205,23 @@ export class PgliteWorkerSqlStore extends SqlStore {
     return store;
   }
 
+  /**
+   * Closes the database and opens it again in a new worker (its memory starts afresh). Only for when
+   * nothing else uses the store, e.g. right after creating the database.
+   */
+  async reopen(): Promise<void> {
+    const old = this.worker;
+    this.worker = undefined as unknown as Worker; // the old worker's exit is not a crash
+    const id = this.nextId++;
+    const closed = new Promise<void>((resolve) => old.on('message', (r: Reply) => r.id === id && resolve()));
+    old.ref();
+    old.postMessage({ id, op: 'close' });
+    // The database is flushed and closed before the thread goes.
+    await withTimeout(closed, 10_000, 'PGlite close').catch(() => undefined);
+    await old.terminate();
+    await this.start();
+  }
+
   /** For tests: stops the worker as a crash would. */
   crashForTest(): Promise<number> {
     return this.worker.terminate();

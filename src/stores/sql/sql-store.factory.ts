@@ -1,4 +1,5 @@
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { EnvConfig } from '../../config/env';
 import { ANALYTICS_MIGRATIONS, runMigrations, type AppliedMigration } from './migrator';
 import { PgSqlStore } from './pg-sql.store';
@@ -58,6 +59,8 @@ async function createPg(url: string, hooks: CreateSqlStoreHooks): Promise<SqlSto
 
 async function createPglite(dataDir: string, hooks: CreateSqlStoreHooks): Promise<SqlStore> {
   let store: PgliteWorkerSqlStore;
+  // A Postgres data directory has PG_VERSION once initdb has run.
+  const fresh = !existsSync(join(dataDir, 'PG_VERSION'));
   try {
     store = await PgliteWorkerSqlStore.create({ dataDir });
   } catch (err) {
@@ -69,6 +72,16 @@ async function createPglite(dataDir: string, hooks: CreateSqlStoreHooks): Promis
   } catch (err) {
     await store.close().catch(() => undefined);
     throw new StoreStartupError(`analytics store: migrating the embedded database in ${dataDir} failed: ${message(err)}`);
+  }
+  // initdb grows PGlite's WebAssembly memory (≈ 400 MiB more RSS), and that memory is never given
+  // back: after creating the database, reopen it in a fresh worker.
+  if (fresh) {
+    try {
+      await store.reopen();
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      throw new StoreStartupError(`analytics store: reopening the embedded database in ${dataDir} failed: ${message(err)}`);
+    }
   }
   return store;
 }
