@@ -13,7 +13,8 @@
  *
  * Policies, each on its own fresh database, over the same simulated users (common random numbers:
  * session i's draws are the same whatever model serves it):
- *   feedback_driven  the gateway's router (Thompson sampling over LearnedScorer's posterior);
+ *   feedback_driven  the gateway's router (Thompson sampling over LearnedScorer's posterior, with
+ *                    the decaying exploration of `routing.exploration`, defaults);
  *   epsilon_greedy   ε = 0.1 uniform, else argmax of the same aggregated outcome mean from the
  *                    snapshot (`model_stats.outcome_mean`; the benchmark prior before any feedback);
  *   static_prior     always the highest benchmark prior (`models.<id>.quality`);

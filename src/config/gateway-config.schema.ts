@@ -177,6 +177,19 @@ const routing = obj({
     { tolerance: withDefault(unit(), 0.05), default_output_tokens: withDefault(int({ min: 1, max: 10_000_000 }), 256) },
     'routing.smart_cost',
   ),
+  // Decaying exploration of feedback_driven (learned-score.ts explorationScale): a live Thompson draw
+  // uses the candidate's posterior with its standard deviation scaled by max(floor, 1/√(1 +
+  // n/decay_samples)), n = the organisation's samples for that candidate. Its draws narrow with its
+  // own evidence (≈ 1/n instead of 1/√n once n ≫ decay_samples), so a runner-up close to the favourite
+  // is re-tried tens of times instead of hundreds, while a starved candidate keeps its spread and can
+  // win back traffic. The floor bounds the decay (it binds from n = decay_samples·(1/floor² − 1), 354
+  // with the defaults), so a candidate whose early samples were unlucky is still retried; floor 1 is
+  // plain Thompson sampling. Confidence uses the unscaled posterior; exploration_rate_effective the
+  // scaled draws. Defaults from the learning benchmark over 30 seeds (README "Learning").
+  exploration: section(
+    { decay_samples: withDefault(num({ min: 1, max: 1_000_000_000 }), 35), floor: withDefault(num({ min: 0.01, max: 1 }), 0.3) },
+    'routing.exploration',
+  ),
   regressions: section(
     {
       margin: withDefault(unit(), 0.1),

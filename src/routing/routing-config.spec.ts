@@ -27,6 +27,7 @@ describe('config `routing` (the learning router\'s parameters)', () => {
       },
       confidence_caps: { day0: 0.5, shared: 0.75, insufficient_samples: 0.6 },
       smart_cost: { tolerance: 0.05, default_output_tokens: 256 },
+      exploration: { decay_samples: 35, floor: 0.3 },
       regressions: { margin: 0.1, rolling_hours: 24, min_samples: 20, check_seconds: 60, penalty: 0.05, max_penalty: 0.2 },
     });
   });
@@ -37,10 +38,16 @@ describe('config `routing` (the learning router\'s parameters)', () => {
     expect(r.weights.steady).toEqual({ session: 1, auto: 0, manual: 0, benchmark: 0 });
     expect(r.weights.cold_start.manual).toBe(0.35);
     expect(r.regressions).toMatchObject({ margin: 0.2, rolling_hours: 24 });
+    expect(loadGatewayConfig('routing: { exploration: { floor: 1 } }', {}).routing.exploration).toEqual({ decay_samples: 35, floor: 1 });
   });
 
   it.each([
-    ['routing: { exploration: 0.1 }', /^routing\.exploration: unknown key/],
+    ['routing: { epsilon: 0.1 }', /^routing\.epsilon: unknown key/],
+    ['routing: { exploration: 0.1 }', /^routing\.exploration: expected a map, got number/],
+    ['routing: { exploration: { rate: 0.1 } }', /^routing\.exploration\.rate: unknown key \(allowed: decay_samples, floor\)/],
+    ['routing: { exploration: { decay_samples: 0 } }', /^routing\.exploration\.decay_samples: must be at least 1, got 0/],
+    ['routing: { exploration: { floor: 0 } }', /^routing\.exploration\.floor: must be at least 0\.01, got 0/],
+    ['routing: { exploration: { floor: 1.5 } }', /^routing\.exploration\.floor: must be at most 1, got 1\.5/],
     ['routing: { smart_cost: { tolerence: 0.1 } }', /^routing\.smart_cost\.tolerence: unknown key/],
     ['routing: { n_min: 300 }', /^routing\.n_min: must not exceed routing\.n_steady \(200\), got 300/],
     ['routing: { weights: { learning: { session: 0.5, auto: 0.5, manual: 0.5, benchmark: 0 } } }', /^routing\.weights\.learning: session, auto, manual and benchmark must sum to 1, got 1\.5/],

@@ -1,6 +1,6 @@
 import type { TargetRef } from '../../config/gateway-config';
 import type { Candidate } from '../routing.types';
-import { argmax, Assessment, byScore, capConfidence, drawWinners, evidenceOf, LearnedScorer, RouterParams } from './learned-score';
+import { argmax, Assessment, byScore, capConfidence, drawWinnersUnder, evidenceOf, explorationScale, LearnedScorer, RouterParams } from './learned-score';
 import { mulberry32, NormalSampler, seedOf } from './random';
 import { RoutingStrategy, StrategyContext, StrategyResult, withLazyDraws } from './strategy';
 
@@ -9,17 +9,25 @@ const scored = (a: Assessment): Candidate => ({ provider: a.provider, model: a.m
 /**
  * `feedback_driven` (DESIGN §6): candidates scored by LearnedScorer's posterior; the order is
  *
- *   live      Thompson sampling: one posterior draw per candidate from `ctx.random`, highest first
- *             (the draws also order the fallbacks). Exploration needs no knob: it shrinks as the
- *             posteriors narrow (variance σ²/(n0 + n)) and is measured, as exploration_rate_effective.
+ *   live      Thompson sampling with a decaying exploration rate: one draw per candidate from `ctx.random`,
+ *             highest first (the draws also order the fallbacks). Candidate i draws from its posterior
+ *             with the standard deviation scaled by s_i = explorationScale(n_i) = max(floor,
+ *             1/√(1 + n_i/decay_samples)) (routing.exploration): plain Thompson sampling while a
+ *             candidate's own evidence is thin, narrower draws (≈ 1/n instead of 1/√n) once it is not,
+ *             so a runner-up close to the favourite stops being re-tried after tens of samples instead
+ *             of hundreds. The decay follows each candidate's own n, so a starved candidate keeps its
+ *             spread and can still win back traffic; the floor bounds the decay.
  *   dry-run   the posterior means (scores), highest first: deterministic.
  *
- * Insight, in both modes, from K = routing.confidence_draws joint posterior draws seeded by the
- * request id (the same request explains the same way):
- *   confidence                 share of draws in which the selected candidate is the best, capped by
- *                              capConfidence (single_candidate, cap_day0, cap_shared, insufficient_samples);
- *   exploration_rate_effective share of draws whose best is not the posterior-mean winner: the rate
- *                              at which live traffic leaves the current favourite;
+ * Insight, in both modes, from K = routing.confidence_draws joint draws seeded by the request id (the
+ * same request explains the same way); each draw's standard normals are read twice, with the
+ * posterior's spreads and with the live (scaled) ones:
+ *   confidence                 share of the posterior draws in which the selected candidate is the
+ *                              best (the probability it truly is; the decay does not change it),
+ *                              capped by capConfidence (single_candidate, cap_day0, cap_shared,
+ *                              insufficient_samples);
+ *   exploration_rate_effective share of the live draws whose best is not the posterior-mean winner:
+ *                              the rate at which live traffic actually leaves the current favourite;
  *   phase, weights             the selected candidate's (each candidate is scored with its own phase);
  *   evidence                   evidenceOf (selected n, top-2 score gap, outcome variance, regressions).
  */
@@ -41,10 +49,12 @@ export class FeedbackDrivenStrategy implements RoutingStrategy {
     const a = candidates.map((t) => this.scorer.assess(t, orgId, ctx.now));
     if (a.length === 0) return { ordered: [] };
     const byMean = byScore(a);
+    // Live draws: the posterior with each spread scaled by explorationScale(n) (routing.exploration).
+    const scale = a.map((x) => explorationScale(x.n, this.params.exploration));
     let order: number[];
     if (ctx.input.mode === 'live') {
       const sampler = new NormalSampler(ctx.random);
-      const theta = a.map((x) => x.score + Math.sqrt(x.variance) * sampler.next());
+      const theta = a.map((x, i) => x.score + scale[i] * Math.sqrt(x.variance) * sampler.next());
       order = a.map((_, i) => i).sort((i, j) => theta[j] - theta[i] || i - j);
     } else order = byMean;
     const selected = a[order[0]];
@@ -63,9 +73,10 @@ export class FeedbackDrivenStrategy implements RoutingStrategy {
           let raw = 1;
           let exploration = 0;
           if (a.length > 1) {
-            const wins = drawWinners(a, this.params.confidence_draws, mulberry32(seedOf(ctx.input.requestId)), argmax);
-            raw = wins[order[0]] / this.params.confidence_draws;
-            exploration = 1 - wins[byMean[0]] / this.params.confidence_draws;
+            const k = this.params.confidence_draws;
+            const [posterior, live] = drawWinnersUnder(a, k, mulberry32(seedOf(ctx.input.requestId)), argmax, [a.map(() => 1), scale]);
+            raw = posterior[order[0]] / k;
+            exploration = 1 - live[byMean[0]] / k;
           }
           const { confidence, reason } = capConfidence(raw, a.length, this.scorer.orgSamples(orgId), selected, this.params.n_min, this.params.confidence_caps);
           return { confidence, confidenceReason: reason, explorationRateEffective: exploration };

@@ -184,15 +184,59 @@ export function byScore(a: readonly Assessment[]): number[] {
  * a winner by `choose`; returns how often each candidate won.
  */
 export function drawWinners(a: readonly Assessment[], k: number, random: () => number, choose: (theta: Float64Array) => number): Int32Array {
+  return drawWinnersUnder(a, k, random, choose, [a.map(() => 1)])[0];
+}
+
+/**
+ * K joint draws as drawWinners, each resolved under several spreads at once: draw d's standard
+ * normals z are shared, and under spread j candidate i draws score + scales[j][i]·√variance·z. The
+ * random source is consumed exactly as by drawWinners, so scales [1, …] reproduces its counts.
+ */
+export function drawWinnersUnder(
+  a: readonly Assessment[],
+  k: number,
+  random: () => number,
+  choose: (theta: Float64Array) => number,
+  scales: ReadonlyArray<readonly number[]>,
+): Int32Array[] {
   const mean = Float64Array.from(a, (x) => x.score);
-  const sd = Float64Array.from(a, (x) => Math.sqrt(x.variance));
+  const sd = scales.map((sc) => Float64Array.from(a, (x, i) => sc[i] * Math.sqrt(x.variance)));
+  const z = new Float64Array(a.length);
   const theta = new Float64Array(a.length);
-  const wins = new Int32Array(a.length);
+  const wins = scales.map(() => new Int32Array(a.length));
   for (let d = 0; d < k; d++) {
-    for (let i = 0; i < a.length; i++) theta[i] = mean[i] + sd[i] * quickNormal(random);
-    wins[choose(theta)]++;
+    for (let i = 0; i < a.length; i++) z[i] = quickNormal(random);
+    for (let j = 0; j < scales.length; j++) {
+      for (let i = 0; i < a.length; i++) theta[i] = mean[i] + sd[j][i] * z[i];
+      wins[j][choose(theta)]++;
+    }
   }
   return wins;
+}
+
+/**
+ * The decaying exploration of live Thompson sampling (routing.exploration; README "Routing that
+ * learns"): the factor by which a candidate's posterior standard deviation is scaled in its live
+ * draw,
+ *
+ *   s(n) = max(floor, 1/√(1 + n/decay_samples)),   n = the organisation's samples for the candidate.
+ *
+ * The live draw is then Normal(score, s²·σ²/(n0 + n)): for n ≪ decay_samples the posterior itself
+ * (plain Thompson sampling while evidence is thin, so a wrong prior or an unlucky start is still
+ * overturned), for n ≫ decay_samples a spread of about σ·√decay_samples/n, shrinking like 1/n
+ * instead of 1/√n. Thompson sampling tries a runner-up Δ below the favourite until Δ is a few of the
+ * runner-up's draw spreads: about (z·σ/Δ)² samples with the posterior, about z·σ·√decay_samples/Δ
+ * with the decay, so near-ties stop costing hundreds of sessions. The decay follows each candidate's
+ * own evidence, not the organisation's total: a candidate that is starved of traffic keeps the spread
+ * it had, so it is still drawn above the favourite now and then and can win back (a rate that decayed
+ * with the total would fade a starved candidate's chances without anything being learned about it,
+ * the lock-in of decaying ε-greedy). The floor bounds the decay, so a well-sampled candidate whose
+ * samples ran unlucky is still retried now and then (floor 1 turns the decay off). Only live
+ * selection, and the exploration_rate_effective that measures it, use s: the posterior, and with it
+ * the score, confidence and dry run, are unchanged.
+ */
+export function explorationScale(n: number, e: RouterParams['exploration']): number {
+  return Math.max(e.floor, 1 / Math.sqrt(1 + Math.max(0, n) / e.decay_samples));
 }
 
 export const argmax = (theta: ArrayLike<number>): number => {
