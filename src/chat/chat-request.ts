@@ -1,5 +1,4 @@
 import { GatewayError } from '../common/errors/gateway-error';
-import { isSessionId, SESSION_ID_RULE } from '../common/http/session-id';
 import type {
   ChatMessage, ChatRequest, ContentPart, ReasoningEffort, Role, ToolCall, ToolChoice, ToolDefinition,
 } from '../providers/provider-adapter';
@@ -30,6 +29,9 @@ const KNOWN = new Set([
   'tool_choice', 'parallel_tool_calls',
 ]);
 export const MAX_N = 8;
+
+const MESSAGE_FIELDS = new Set(['role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal']);
+const INPUT_TYPES = new Set(['string', 'number', 'boolean']);
 
 const fail = (param: string, message: string): never => {
   throw new GatewayError('invalid_request', message, { param });
@@ -96,7 +98,7 @@ function message(v: unknown, i: number): ChatMessage {
   const at = `messages.${i}`;
   if (!isObject(v)) return fail(at, `${at} must be an object.`);
   for (const k of Object.keys(v)) {
-    if (!['role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal'].includes(k)) return fail(`${at}.${k}`, `${at}.${k} is not a supported message field.`);
+    if (!MESSAGE_FIELDS.has(k)) return fail(`${at}.${k}`, `${at}.${k} is not a supported message field.`);
   }
   if (!ROLES.includes(v.role as Role)) return fail(`${at}.role`, `${at}.role must be one of ${ROLES.join(', ')}.`);
   const role = v.role as Role;
@@ -219,18 +221,9 @@ export function parseChatBody(body: unknown): ChatCall {
   if (body.inputs !== undefined && body.inputs !== null) {
     if (!isObject(body.inputs)) return fail('inputs', 'inputs must be an object of strings, numbers or booleans.');
     for (const [k, v] of Object.entries(body.inputs)) {
-      if (!['string', 'number', 'boolean'].includes(typeof v)) return fail(`inputs.${k}`, `inputs.${k} must be a string, number or boolean.`);
+      if (!INPUT_TYPES.has(typeof v)) return fail(`inputs.${k}`, `inputs.${k} must be a string, number or boolean.`);
     }
     inputs = body.inputs as ChatCall['inputs'];
   }
   return { model, stream, includeUsage, inputs, request: req };
-}
-
-/** DESIGN §5: ≤ 128 characters of [A-Za-z0-9._:-]; the same rule applies to feedback's session_id. */
-export function parseSessionId(value: string | string[] | undefined): string | null {
-  if (value === undefined) return null;
-  if (!isSessionId(value)) {
-    throw new GatewayError('invalid_request', `gateway-session-id must be ${SESSION_ID_RULE}`, { param: 'gateway-session-id' });
-  }
-  return value;
 }

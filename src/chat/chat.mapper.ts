@@ -57,11 +57,12 @@ export function usageChunkBody(idn: ChatIdentity, usage: Usage, timing?: Upstrea
 /** Header values from usage (contract "Response headers"). */
 export function usageHeaders(usage?: Usage, timing?: UpstreamTiming): Record<string, string> {
   const h: Record<string, string> = {};
-  if (usage?.reasoning_tokens !== undefined) h['Gateway-Reasoning-Tokens'] = String(usage.reasoning_tokens);
-  if (timing?.queue_time !== undefined) h['Gateway-Queue-Time'] = String(timing.queue_time);
-  if (timing?.prompt_time !== undefined) h['Gateway-Prompt-Time'] = String(timing.prompt_time);
-  if (timing?.completion_time !== undefined) h['Gateway-Completion-Time'] = String(timing.completion_time);
+  const values = [usage?.reasoning_tokens, timing?.queue_time, timing?.prompt_time, timing?.completion_time];
+  TRAILER_NAMES.forEach((name, i) => {
+    if (values[i] !== undefined) h[name] = String(values[i]);
+  });
   return h;
 }
 
-export const TRAILER_NAMES = ['Gateway-Reasoning-Tokens', 'Gateway-Queue-Time', 'Gateway-Prompt-Time', 'Gateway-Completion-Time'];
+/** The usage-derived headers, in usageHeaders' order; streams send them as trailers. */
+export const TRAILER_NAMES = ['Gateway-Reasoning-Tokens', 'Gateway-Queue-Time', 'Gateway-Prompt-Time', 'Gateway-Completion-Time'] as const;

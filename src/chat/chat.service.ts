@@ -4,8 +4,10 @@ import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { GatewayRequest } from '../common/http/request-context';
-import { sendJson, setServedHeaders } from '../common/http/served-headers';
-import type { ModelSpec, TargetRef } from '../config/gateway-config';
+import { clientGoneSignal, sendJson, setServedHeaders } from '../common/http/served-headers';
+import { parseSessionId } from '../common/http/session-id';
+import { usageCost } from '../routing/strategies/cost';
+import type { TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
 import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
@@ -14,7 +16,7 @@ import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { ExperimentRouter, ExperimentSplit } from '../experiments/experiment.router';
-import { ChatCall, parseChatBody, parseSessionId } from './chat-request';
+import { ChatCall, parseChatBody } from './chat-request';
 import { ChatIdentity, chunkBody, completionBody, TRAILER_NAMES, usageChunkBody, usageHeaders } from './chat.mapper';
 
 /** Refuses a target whose family cannot take a field the request uses (issue 4 "Request handling"). */
@@ -32,11 +34,6 @@ export function capabilityCheck(req: ChatRequest): CapabilityCheck {
 
 const isOutput = (e: StreamEvent) =>
   e.type === 'finish' || (e.type === 'delta' && (e.content !== undefined || e.reasoning !== undefined || (e.tool_calls?.length ?? 0) > 0));
-
-function costOf(model: ModelSpec, usage?: Usage): number | null {
-  if (!model.cost || !usage) return null;
-  return (usage.prompt_tokens * model.cost.inputPerMtok + usage.completion_tokens * model.cost.outputPerMtok) / 1e6;
-}
 
 interface Opened {
   iterator: AsyncIterator<StreamEvent>;
@@ -90,12 +87,10 @@ export class ChatService {
       await this.limits.checkKeyRate(caller, 'chat');
       await this.limits.checkMonthly(caller);
       const request: ChatRequest = { ...call.request, messages: decision.messages };
-      const abort = new AbortController();
-      res.on('close', () => {
-        if (!res.writableFinished) abort.abort();
-      });
-      if (call.stream) await this.stream(req, res, call, request, split.plan, abort.signal, outcome, started);
-      else await this.json(req, res, request, split.plan, abort.signal, outcome);
+      const supports = capabilityCheck(request);
+      const signal = clientGoneSignal(res);
+      if (call.stream) await this.stream(req, res, call, request, supports, split.plan, signal, outcome, started);
+      else await this.json(req, res, request, supports, split.plan, signal, outcome);
       if (outcome.status === 200) {
         this.experiments.shadow(split, outcome.dispatched?.target, {
           caller,
@@ -104,7 +99,7 @@ export class ChatService {
           route: decision.rule.name,
           strategy: decision.strategyId,
           request,
-          supports: capabilityCheck(request),
+          supports,
         });
       }
     } catch (err) {
@@ -114,8 +109,16 @@ export class ChatService {
     }
   }
 
-  private async json(req: GatewayRequest, res: Response, request: ChatRequest, plan: TargetRef[], signal: AbortSignal, outcome: Outcome): Promise<void> {
-    const d = await this.dispatcher.run(plan, signal, capabilityCheck(request), (adapter, target) =>
+  private async json(
+    req: GatewayRequest,
+    res: Response,
+    request: ChatRequest,
+    supports: CapabilityCheck,
+    plan: TargetRef[],
+    signal: AbortSignal,
+    outcome: Outcome,
+  ): Promise<void> {
+    const d = await this.dispatcher.run(plan, signal, supports, (adapter, target) =>
       adapter.chat(request, { target, signal, requestId: req.facts.requestId }),
     );
     outcome.dispatched = d;
@@ -132,13 +135,14 @@ export class ChatService {
     res: Response,
     call: ChatCall,
     request: ChatRequest,
+    supports: CapabilityCheck,
     plan: TargetRef[],
     signal: AbortSignal,
     outcome: Outcome,
     started: bigint,
   ): Promise<void> {
     // Fallback stays transparent until the first output: the stream is held until then (DESIGN §5).
-    const d = await this.dispatcher.run<Opened>(plan, signal, capabilityCheck(request), async (adapter, target) => {
+    const d = await this.dispatcher.run<Opened>(plan, signal, supports, async (adapter, target) => {
       const iterator = (await adapter.chatStream(request, { target, signal, requestId: req.facts.requestId }))[Symbol.asyncIterator]();
       const held: StreamEvent[] = [];
       for (;;) {
@@ -230,7 +234,7 @@ export class ChatService {
       promptTokens: o.usage?.prompt_tokens ?? null,
       completionTokens: o.usage?.completion_tokens ?? null,
       reasoningTokens: o.usage?.reasoning_tokens ?? null,
-      costUsd: d ? costOf(d.upstream.model, o.usage) : null,
+      costUsd: d ? usageCost(d.upstream.model, o.usage) : null,
       finishReason: o.finishReason ?? null,
       createdAt: new Date(),
     });

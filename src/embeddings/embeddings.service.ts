@@ -1,4 +1,4 @@
-import { sendJson, setServedHeaders } from '../common/http/served-headers';
+import { clientGoneSignal, sendJson, setServedHeaders } from '../common/http/served-headers';
 import { Injectable } from '@nestjs/common';
 import type { Response } from 'express';
 import { ContractBodyError } from '../common/errors/gateway-error';
@@ -6,7 +6,8 @@ import type { GatewayRequest } from '../common/http/request-context';
 import { AppConfig } from '../config/app-config';
 import { GatewayConfig, ModelSpec, resolveTarget, TargetRef } from '../config/gateway-config';
 import { ConfigError } from '../config/schema';
-import { parseSessionId } from '../chat/chat-request';
+import { parseSessionId } from '../common/http/session-id';
+import { usageCost } from '../routing/strategies/cost';
 import { LimitsService } from '../limits/limits.service';
 import type { EmbeddingResult } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
@@ -87,13 +88,10 @@ export class EmbeddingsService {
     const outcome: Outcome = { status: 200 };
     try {
       await this.limits.checkKeyRate(caller, 'embeddings');
-      const abort = new AbortController();
-      res.on('close', () => {
-        if (!res.writableFinished) abort.abort();
-      });
-      const d = await this.dispatcher.run(plan, abort.signal, supportsEmbeddings, (adapter, target) => {
+      const signal = clientGoneSignal(res);
+      const d = await this.dispatcher.run(plan, signal, supportsEmbeddings, (adapter, target) => {
         if (!adapter.embed) throw new Error(`family ${target.provider.family} has no embed()`);
-        return adapter.embed(call.request, { target, signal: abort.signal, requestId: req.facts.requestId });
+        return adapter.embed(call.request, { target, signal, requestId: req.facts.requestId });
       });
       outcome.dispatched = d;
       setServedHeaders(req, res, d.target, d.fallbackUsed);
@@ -108,7 +106,6 @@ export class EmbeddingsService {
   private trace(req: GatewayRequest, requestedModel: string, plan: TargetRef[], sessionId: string | null, o: Outcome, started: bigint): void {
     const d = o.dispatched;
     const usage = d?.value.usage;
-    const cost = d?.upstream.model.cost;
     this.traces.record({
       requestId: req.facts.requestId,
       orgId: req.caller!.orgId,
@@ -133,7 +130,7 @@ export class EmbeddingsService {
       promptTokens: usage?.prompt_tokens ?? null,
       completionTokens: null,
       reasoningTokens: null,
-      costUsd: usage && cost ? (usage.prompt_tokens * cost.inputPerMtok) / 1e6 : null,
+      costUsd: usageCost(d?.upstream.model, usage),
       finishReason: null,
       createdAt: new Date(),
     });

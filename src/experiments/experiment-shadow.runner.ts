@@ -1,14 +1,15 @@
 import { BeforeApplicationShutdown, Injectable, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
 import { AppLogger } from '../common/logging/logger';
 import { ThrottledWarning } from '../common/logging/throttled-warning';
-import type { ModelSpec, TargetRef } from '../config/gateway-config';
+import type { TargetRef } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
-import type { ChatRequest, ChatResult, Usage } from '../providers/provider-adapter';
-import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import type { ChatRequest, ChatResult } from '../providers/provider-adapter';
+import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService, failureOutcome } from '../routing/dispatcher.service';
+import { usageCost } from '../routing/strategies/cost';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
+import { stripUndefined } from '../common/options';
 
 export class ExperimentShadowOptions {
   /** Copies in flight at once in this process; a copy beyond it is dropped (and counted). */
@@ -39,11 +40,6 @@ export type ShadowOutcome = 'ok' | 'error' | 'timeout' | 'dropped' | 'aborted';
 class ShadowTimeout extends Error {}
 class ShadowShutdown extends Error {}
 
-function costOf(model: ModelSpec, usage?: Usage): number | null {
-  if (!model.cost || !usage) return null;
-  return (usage.prompt_tokens * model.cost.inputPerMtok + usage.completion_tokens * model.cost.outputPerMtok) / 1e6;
-}
-
 /**
  * Shadow copies (issue 8 "In the chat path"): the candidate gets the same request in the background;
  * its answer is discarded and its outcome recorded as a decision trace of its own (arm `candidate`,
@@ -71,7 +67,7 @@ export class ExperimentShadowRunner implements BeforeApplicationShutdown {
     logger: AppLogger,
     @Optional() options?: ExperimentShadowOptions,
   ) {
-    this.o = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== undefined)) };
+    this.o = { ...DEFAULTS, ...stripUndefined(options) };
     this.warning = new ThrottledWarning(logger.pino);
     this.outcomes = new Counter({
       name: 'gateway_experiment_shadow_copies_total',
@@ -139,8 +135,7 @@ export class ExperimentShadowRunner implements BeforeApplicationShutdown {
         status = 504;
         errorCode = 'upstream_timeout';
       } else {
-        status = err instanceof GatewayError ? err.status : 500;
-        errorCode = err instanceof GatewayError ? err.code : 'internal';
+        ({ status, errorCode } = failureOutcome(err));
       }
     } finally {
       clearTimeout(timer);
@@ -171,7 +166,7 @@ export class ExperimentShadowRunner implements BeforeApplicationShutdown {
       promptTokens: usage?.prompt_tokens ?? null,
       completionTokens: usage?.completion_tokens ?? null,
       reasoningTokens: usage?.reasoning_tokens ?? null,
-      costUsd: d ? costOf(d.upstream.model, usage) : null,
+      costUsd: d ? usageCost(d.upstream.model, usage) : null,
       finishReason: d?.value.choices[0]?.finish_reason ?? null,
       createdAt: new Date(),
     });

@@ -8,6 +8,7 @@ import { evaluateStopRule, type StopVerdict } from './experiment-quality';
 import { ExperimentStatsRepository } from './experiment-stats.repository';
 import { ExperimentsRepository } from './experiments.repository';
 import { ExperimentsService } from './experiments.service';
+import { stripUndefined } from '../common/options';
 
 export class ExperimentStopRulesOptions {
   /** How often the job looks at every active experiment; 0 turns the timer off (run() still works). */
@@ -55,7 +56,7 @@ export class ExperimentStopRulesJob implements OnApplicationBootstrap, BeforeApp
     logger: AppLogger,
     @Optional() options?: ExperimentStopRulesOptions,
   ) {
-    this.o = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== undefined)) };
+    this.o = { ...DEFAULTS, ...stripUndefined(options) };
     this.warning = new ThrottledWarning(logger.pino);
     this.rounds = new Counter({
       name: 'gateway_experiment_stop_rule_results_total',

@@ -6,6 +6,7 @@ import { BreakerState, CircuitBreakerService } from '../providers/circuit-breake
 import { CacheStore } from '../stores/cache/cache-store';
 import { SqlStore } from '../stores/sql/sql-store';
 import { VectorStore } from '../stores/vector/vector-store';
+import { errorMessage } from '../common/errors/error-message';
 
 export type StoreName = 'cache' | 'analytics' | 'vector';
 export interface StoreHealth {
@@ -22,7 +23,6 @@ export interface Readiness {
 const PROBE_TIMEOUT_MS = 1_000;
 const READY_CACHE_MS = 1_500;
 
-const reasonOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /**
  * Probes of the stores (contract "Health endpoints", DESIGN §10). Readiness is 503 only when the
@@ -51,7 +51,7 @@ export class HealthService {
       case 'analytics':
         return this.probe(this.sql.kind, () => this.sql.ping(PROBE_TIMEOUT_MS));
       case 'vector': {
-        const s = await this.vector.status(PROBE_TIMEOUT_MS).catch((err) => ({ up: false, reason: reasonOf(err) }));
+        const s = await this.vector.status(PROBE_TIMEOUT_MS).catch((err) => ({ up: false, reason: errorMessage(err) }));
         return s.up ? { status: 'up', kind: this.vector.kind } : { status: 'down', kind: this.vector.kind, reason: s.reason };
       }
     }
@@ -102,7 +102,7 @@ export class HealthService {
       await ping();
       return { status: 'up', kind };
     } catch (err) {
-      return { status: 'down', kind, reason: reasonOf(err) };
+      return { status: 'down', kind, reason: errorMessage(err) };
     }
   }
 }

@@ -7,6 +7,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { withTimeout } from '../stores/with-timeout';
 import { AggregationResult, ModelStatsRepository } from './model-stats.repository';
 import { StatsSnapshotService } from './stats-snapshot.service';
+import { stripUndefined } from '../common/options';
 
 export class AggregationJobOptions {
   /** Failures are logged at most once per this interval per kind (aggregation, snapshot). */
@@ -56,7 +57,7 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
     logger: AppLogger,
     @Optional() options?: AggregationJobOptions,
   ) {
-    this.o = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== undefined)) };
+    this.o = { ...DEFAULTS, ...stripUndefined(options) };
     this.warning = new ThrottledWarning(logger.pino, this.o.logIntervalMs);
     this.runs = new Counter({
       name: 'gateway_learning_aggregations_total',

@@ -44,9 +44,4 @@ export class StatsSnapshotService extends StatsSnapshot {
     }
     this.state = { byKey, samplesByOrg, at };
   }
-
-  /** Every pair held, for reporting (e.g. per-model NPS). */
-  all(): ModelStats[] {
-    return [...this.state.byKey.values()];
-  }
 }

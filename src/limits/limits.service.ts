@@ -11,6 +11,7 @@ import { CacheStore, WindowCheck } from '../stores/cache/cache-store';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
 import { withTimeout } from '../stores/with-timeout';
 import { MonthlyUsageRepository, UsageDelta } from './monthly-usage.repository';
+import { stripUndefined } from '../common/options';
 
 export type RateLimitedEndpoint = 'chat' | 'embeddings' | 'feedback';
 
@@ -112,7 +113,7 @@ export class LimitsService implements BeforeApplicationShutdown {
     private readonly config: AppConfig,
     @Optional() options?: LimitsOptions,
   ) {
-    const given = Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== undefined)) as LimitsOptions;
+    const given = stripUndefined(options);
     this.o = { ...DEFAULTS, ...given } as typeof DEFAULTS;
     this.now = given.now ?? Date.now;
     this.local = new MemoryCacheStore({ now: this.now, maxEntries: this.o.localMaxKeys });

@@ -12,6 +12,7 @@ import { CacheStore, WindowCheck } from '../stores/cache/cache-store';
 import { Locale, resolveLocale } from './accept-language';
 import { asInvalidBody, ExplainCall, parseExplainBody } from './explain-request';
 import { ExplainResponseJson, toExplainJson } from './explain.mapper';
+import { mulberry32 } from '../routing/strategies/random';
 
 export interface ExplainQuery {
   caller: Caller;
@@ -40,14 +41,7 @@ export function explainWindows(caller: Caller, limits: { perOrg: number; perKey:
 
 /** A deterministic draw source per request content, so the same explain call draws the same way (weighted). */
 function seededRandom(seed: string): () => number {
-  let s = createHash('sha256').update(seed).digest().readUInt32LE(0);
-  return () => {
-    // mulberry32
-    s = (s + 0x6d2b79f5) | 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return mulberry32(createHash('sha256').update(seed).digest().readUInt32LE(0));
 }
 
 /**

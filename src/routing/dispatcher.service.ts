@@ -90,7 +90,6 @@ export class DispatcherService {
   ): Promise<Dispatched<T>> {
     let attempts = 0;
     let unavailable = false;
-    let breakerRejected = 0;
     let unsupported: string | undefined;
     let supportedTargets = 0;
     let last: UpstreamError | undefined;
@@ -107,7 +106,6 @@ export class DispatcherService {
       supportedTargets++;
       const permit = await this.breakers.acquire(ref.provider);
       if (permit === 'reject') {
-        breakerRejected++;
         unavailable = true;
         this.attemptsTotal.inc({ provider: ref.provider, outcome: 'breaker_open' });
         continue;
@@ -141,7 +139,8 @@ export class DispatcherService {
     if (supportedTargets === 0 && unsupported) {
       throw new GatewayError('invalid_request', `No provider for this model supports ${unsupported}.`, { param: unsupported });
     }
-    if (attempts === 0 && breakerRejected > 0) {
+    // Every target that could take the request had its breaker open.
+    if (attempts === 0 && supportedTargets > 0) {
       throw new GatewayError('providers_unavailable', undefined, { headers: { 'Retry-After': '5' } });
     }
     if (last?.kind === 'timeout') throw new GatewayError('upstream_timeout', undefined, { cause: last });

@@ -59,7 +59,6 @@ const LIST_ORGS = `
 
 const ACTIVE_KEY_HASHES_OF_ORGS = `SELECT key_hash FROM api_keys WHERE org_id = ANY($1::text[]) AND revoked_at IS NULL`;
 const FIND_ORG = `SELECT id, name, plan, features, monthly_request_limit, kill_switches, source FROM organizations WHERE id = $1`;
-const COUNT_ORGS = `SELECT count(*) AS n FROM organizations`;
 
 /** Every SQL statement of tenancy (STYLE "Data"). */
 @Injectable()
@@ -129,10 +128,5 @@ export class TenancyRepository {
   async listOrgs(): Promise<OrgSummary[]> {
     const r = await this.sql.query<OrgRow & { active_keys: string | number }>(LIST_ORGS);
     return r.rows.map((row) => ({ ...toOrg(row), activeKeys: Number(row.active_keys) }));
-  }
-
-  async countOrgs(): Promise<number> {
-    const r = await this.sql.query<{ n: string | number }>(COUNT_ORGS);
-    return Number(r.rows[0].n);
   }
 }

@@ -6,6 +6,7 @@ import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { MetricsService } from '../metrics/metrics.service';
 import { withTimeout } from '../stores/with-timeout';
 import { DecisionTrace, DecisionTraceSink } from './decision-trace';
+import { stripUndefined } from '../common/options';
 
 export type { DecisionTrace } from './decision-trace';
 
@@ -116,7 +117,7 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
     logger: AppLogger,
     @Optional() options?: DecisionTraceWriterOptions,
   ) {
-    const given = Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== undefined)) as DecisionTraceWriterOptions;
+    const given = stripUndefined(options);
     this.o = { ...DEFAULTS, ...given } as typeof DEFAULTS;
     this.o.maxBuffered = Math.max(1, this.o.maxBuffered);
     this.o.batchSize = Math.max(1, Math.min(this.o.batchSize, this.o.maxBuffered));

@@ -1,4 +1,4 @@
-import type { Request, Response } from 'express';
+import type { Request } from 'express';
 import type { Feature, KillSwitch, Permission, Plan } from '../../config/gateway-config.schema';
 
 /** Who is calling: set by the API-key guard, read by the other guards and services. */
@@ -23,5 +23,4 @@ export interface RequestFacts {
   errorCode?: string;
 }
 
-export type GatewayRequest = Request & { caller?: Caller; facts: RequestFacts; rawBodyParsed?: boolean };
-export type GatewayResponse = Response;
+export type GatewayRequest = Request & { caller?: Caller; facts: RequestFacts };

@@ -25,3 +25,12 @@ export function sendJson(res: Response, status: number, body: unknown): void {
   res.setHeader('Content-Length', Buffer.byteLength(text));
   res.end(text);
 }
+
+/** Aborted when the client goes away before the response has finished: the upstream call stops too. */
+export function clientGoneSignal(res: Response): AbortSignal {
+  const abort = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  return abort.signal;
+}

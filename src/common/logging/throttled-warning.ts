@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { errorMessage } from '../errors/error-message';
 
 /**
  * Logs a degradation at most once per interval per topic (DESIGN §10: "each degradation is counted
@@ -15,6 +16,6 @@ export class ThrottledWarning {
     const now = Date.now();
     if (now - (this.last.get(topic) ?? -Infinity) < this.intervalMs) return;
     this.last.set(topic, now);
-    this.log.warn({ topic, reason: err instanceof Error ? err.message : String(err), ...fields }, 'degraded');
+    this.log.warn({ topic, reason: errorMessage(err), ...fields }, 'degraded');
   }
 }

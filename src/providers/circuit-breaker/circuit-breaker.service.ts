@@ -7,6 +7,7 @@ import { AppConfig } from '../../config/app-config';
 import { MetricsService } from '../../metrics/metrics.service';
 import { BreakerDecision, BreakerOp, BreakerParams, CacheStore } from '../../stores/cache/cache-store';
 import { MemoryCacheStore } from '../../stores/cache/memory-cache.store';
+import { stripUndefined } from '../../common/options';
 
 export type BreakerState = 'closed' | 'open' | 'half_open';
 export type BreakerPermit = 'allow' | 'probe' | 'reject';
@@ -96,7 +97,7 @@ export class CircuitBreakerService implements OnModuleDestroy {
     private readonly config: AppConfig,
     @Optional() options?: CircuitBreakerOptions,
   ) {
-    this.o = { ...DEFAULTS, ...stripUndefined(options ?? {}) };
+    this.o = { ...DEFAULTS, ...stripUndefined(options) };
     this.now = this.o.now ?? Date.now;
     this.random = this.o.random ?? Math.random;
     this.local = new MemoryCacheStore({ now: this.now, maxEntries: 10_000 });
@@ -215,8 +216,4 @@ export class CircuitBreakerService implements OnModuleDestroy {
     this.localAnswers.inc({ provider: providerId });
     this.warning.warn('cache-store:circuit-breaker', err, { fallback: 'local breaker' });
   }
-}
-
-function stripUndefined<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -83,8 +83,5 @@ export class OpenAiCompatibleAdapter implements ProviderAdapter {
   }
 }
 
-export type { OpenAiCompatibleFamily } from './variants';
-export { OPENAI_COMPATIBLE_FAMILIES, isOpenAiCompatibleFamily } from './variants';
-
 export const createOpenAiCompatibleAdapter = (http: UpstreamHttp, family: OpenAiCompatibleFamily): ProviderAdapter =>
   new OpenAiCompatibleAdapter(http, family);

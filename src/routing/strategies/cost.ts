@@ -27,6 +27,11 @@ export function estimateCost(model: ModelSpec | undefined, t: TokenEstimate): nu
   return (t.input * model.cost.inputPerMtok + t.output * model.cost.outputPerMtok) / 1e6;
 }
 
+/** USD cost of tokens a request used (chat, embeddings, shadow calls); null without usage or prices. */
+export function usageCost(model: ModelSpec | undefined, usage: { prompt_tokens: number; completion_tokens?: number } | undefined): number | null {
+  return usage ? estimateCost(model, { input: usage.prompt_tokens, output: usage.completion_tokens ?? 0 }) : null;
+}
+
 /**
  * Constraint `max_cost_increase` (DESIGN §6 step 4): the candidates whose estimated cost exceeds the
  * route's first target's by more than the ratio, i.e. cost > first · (1 + ratio). A candidate with

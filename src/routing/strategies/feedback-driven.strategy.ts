@@ -1,10 +1,7 @@
 import type { TargetRef } from '../../config/gateway-config';
-import type { Candidate } from '../routing.types';
-import { argmax, Assessment, byScore, capConfidence, drawWinnersUnder, evidenceOf, explorationScale, LearnedScorer, RouterParams } from './learned-score';
+import { argmax, asCandidate, byScore, capConfidence, drawWinnersUnder, evidenceOf, explorationScale, LearnedScorer, RouterParams } from './learned-score';
 import { mulberry32, NormalSampler, seedOf } from './random';
 import { RoutingStrategy, StrategyContext, StrategyResult, withLazyDraws } from './strategy';
-
-const scored = (a: Assessment): Candidate => ({ provider: a.provider, model: a.model, score: a.score });
 
 /**
  * `feedback_driven` (DESIGN §6): candidates scored by LearnedScorer's posterior; the order is
@@ -60,7 +57,7 @@ export class FeedbackDrivenStrategy implements RoutingStrategy {
     const selected = a[order[0]];
 
     return {
-      ordered: order.map((i) => scored(a[i])),
+      ordered: order.map((i) => asCandidate(a[i])),
       insight: withLazyDraws(
         {
           routerInvoked: true,

@@ -1,7 +1,7 @@
 import type { GatewayConfig, ModelSpec, TargetRef } from '../../config/gateway-config';
 import type { ModelStats, StatsSnapshot } from '../../learning/model-stats';
 import { REGRESSION_WINDOW_MS, RegressionsView } from '../regressions/regressions-view';
-import type { ConfidenceReason, Phase, RoutingEvidence } from '../routing.types';
+import type { Candidate, ConfidenceReason, Phase, RoutingEvidence } from '../routing.types';
 import { quickNormal } from './random';
 
 export type RouterParams = GatewayConfig['routing'];
@@ -173,6 +173,9 @@ export class LearnedScorer {
     return { mean: a * s.outcomeMean + (1 - a) * (auto ?? 0), variance: a * a * s.outcomeVar };
   }
 }
+
+/** An assessed candidate as the routing decision lists it. */
+export const asCandidate = (a: Assessment): Candidate => ({ provider: a.provider, model: a.model, score: a.score });
 
 /** Indexes of the assessments by score, highest first; ties keep the route's order. */
 export function byScore(a: readonly Assessment[]): number[] {

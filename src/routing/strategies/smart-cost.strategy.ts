@@ -1,7 +1,6 @@
 import type { ModelSpec, TargetRef } from '../../config/gateway-config';
-import type { Candidate } from '../routing.types';
 import { estimateCost } from './cost';
-import { byScore, capConfidence, drawWinners, evidenceOf, LearnedScorer, RouterParams } from './learned-score';
+import { asCandidate, byScore, capConfidence, drawWinners, evidenceOf, LearnedScorer, RouterParams } from './learned-score';
 import { mulberry32, seedOf } from './random';
 import { RoutingStrategy, StrategyContext, StrategyResult, withLazyDraws } from './strategy';
 
@@ -69,7 +68,7 @@ export class SmartCostStrategy implements RoutingStrategy {
     const selected = a[pick];
 
     return {
-      ordered: order.map((i): Candidate => ({ provider: a[i].provider, model: a[i].model, score: a[i].score })),
+      ordered: order.map((i) => asCandidate(a[i])),
       insight: withLazyDraws(
         { routerInvoked: true, phase: null, weights: null, usedSharedPoolPrior: selected.priorSource === 'pool', evidence: evidenceOf(selected, a) },
         () => {

@@ -1,5 +1,6 @@
 import { Pool, types as pgTypes, type CustomTypesConfig, type PoolClient, type QueryResult } from 'pg';
 import { withTimeout } from '../with-timeout';
+import { TRANSACTION_FINISHED } from './transaction-scope';
 import { SqlStore, type SqlExecutor, type SqlResult } from './sql-store';
 
 export interface PgSqlStoreOptions {
@@ -140,7 +141,7 @@ class PgTransaction implements SqlExecutor {
 
   async query<R extends object = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
     // A statement on a finished transaction would run outside it, on a connection someone else may now hold.
-    if (this.closed) throw new Error('transaction is already finished; use the store, not its transaction, after transaction() returns');
+    if (this.closed) throw new Error(TRANSACTION_FINISHED);
     return toResult<R>(await this.client.query(sql, params as unknown[]));
   }
 }

@@ -121,7 +121,8 @@ async function pump() {
     queue.push(m);
     void pump();
   });
-  parentPort.postMessage({ id: 0, ok: true, value: null });
+  // A Date as the value: the caller learns whether dates arrive as its own realm's.
+  parentPort.postMessage({ id: 0, ok: true, value: new Date(0) });
 })();
 `;
 
@@ -152,7 +153,7 @@ const isForeignDate = (v: unknown): boolean => !(v instanceof Date) && typeof v 
 /**
  * Column values that are dates become this realm's Date: what crosses the thread boundary is a
  * structured clone, and code that checks `instanceof Date` in another realm (a vm context, as under
- * jest) would not recognise it.
+ * jest) would not recognise it. Only used when the worker's ready probe shows that is the case.
  */
 function reviveRows(result: SqlResult<Record<string, unknown>>): SqlResult<Record<string, unknown>> {
   for (const row of result.rows) {
@@ -189,6 +190,8 @@ export class PgliteWorkerSqlStore extends SqlStore {
   /** The database was open once: a worker that dies after that is restarted (file-backed stores). */
   private opened = false;
   private restarting = false;
+  /** Dates from the worker are not this realm's Date (under jest's vm): rows are revived (reviveRows). */
+  private foreignDates = false;
 
   private constructor(private readonly options: PgliteWorkerOptions) {
     super();
@@ -210,16 +213,15 @@ export class PgliteWorkerSqlStore extends SqlStore {
    * nothing else uses the store, e.g. right after creating the database.
    */
   async reopen(): Promise<void> {
-    const old = this.worker;
-    this.worker = undefined as unknown as Worker; // the old worker's exit is not a crash
-    const id = this.nextId++;
-    const closed = new Promise<void>((resolve) => old.on('message', (r: Reply) => r.id === id && resolve()));
-    old.ref();
-    old.postMessage({ id, op: 'close' });
-    // The database is flushed and closed before the thread goes.
-    await withTimeout(closed, 10_000, 'PGlite close').catch(() => undefined);
-    await old.terminate();
-    await this.start();
+    this.restarting = true; // the old worker's exit is not a crash to recover from
+    try {
+      // The database is flushed and closed before the thread goes.
+      await withTimeout(this.call({ op: 'close' }), 10_000, 'PGlite close').catch(() => undefined);
+      await this.worker.terminate();
+      await this.start();
+    } finally {
+      this.restarting = false;
+    }
   }
 
   /** For tests: stops the worker as a crash would. */
@@ -246,20 +248,21 @@ export class PgliteWorkerSqlStore extends SqlStore {
     worker.on('message', (r: Reply) => worker === this.worker && this.settle(r));
     worker.on('error', (err) => worker === this.worker && this.die(err));
     worker.on('exit', (code) => worker === this.worker && this.die(new Error(`the embedded database worker stopped (exit code ${code})`)));
+    let probe: unknown;
     try {
-      await ready;
+      probe = await ready;
     } catch (err) {
       await worker.terminate();
       throw err;
     }
+    this.foreignDates = !(probe instanceof Date);
     this.dead = undefined;
     this.opened = true;
-    if (this.pending.size === 0) worker.unref();
   }
 
   async query<R extends object = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
     this.scope.refuseInside();
-    return this.call({ op: 'query', sql, params: [...params] }).then((r) => reviveRows(r as SqlResult<Record<string, unknown>>)) as Promise<SqlResult<R>>;
+    return this.send<R>(sql, params);
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -272,7 +275,7 @@ export class PgliteWorkerSqlStore extends SqlStore {
         fn({
           query: async <R extends object>(sql: string, params: readonly unknown[] = []) => {
             if (!scope.open) throw new Error(TRANSACTION_FINISHED);
-            return this.call({ op: 'query', sql, params: [...params], tx }).then((r) => reviveRows(r as SqlResult<Record<string, unknown>>)) as Promise<SqlResult<R>>;
+            return this.send<R>(sql, params, tx);
           },
         }),
       );
@@ -296,6 +299,11 @@ export class PgliteWorkerSqlStore extends SqlStore {
     if (!this.dead) await this.call({ op: 'close' }).catch(() => undefined);
     this.dead = new Error('the embedded database is closed');
     await this.worker.terminate();
+  }
+
+  private async send<R>(sql: string, params: readonly unknown[], tx?: number): Promise<SqlResult<R>> {
+    const result = (await this.call({ op: 'query', sql, params: [...params], tx })) as SqlResult<R>;
+    return this.foreignDates ? (reviveRows(result as SqlResult<Record<string, unknown>>) as SqlResult<R>) : result;
   }
 
   private call(message: Message): Promise<unknown> {

@@ -5,6 +5,7 @@ import { ANALYTICS_MIGRATIONS, runMigrations, type AppliedMigration } from './mi
 import { PgSqlStore } from './pg-sql.store';
 import { PgliteWorkerSqlStore } from './pglite-worker-sql.store';
 import type { SqlStore } from './sql-store';
+import { errorMessage } from '../../common/errors/error-message';
 
 /** The analytics store cannot be had at start-up; the message is meant to be printed as one line. */
 export class StoreStartupError extends Error {
@@ -41,7 +42,7 @@ async function createPg(url: string, hooks: CreateSqlStoreHooks): Promise<SqlSto
     await store.ping(5_000);
   } catch (err) {
     await store.close().catch(() => undefined);
-    throw new StoreStartupError(`analytics store: cannot reach ${where}: ${message(err)}`);
+    throw new StoreStartupError(`analytics store: cannot reach ${where}: ${errorMessage(err)}`);
   }
   const migrator = new PgSqlStore(url, MIGRATION_TIMEOUTS);
   try {
@@ -50,7 +51,7 @@ async function createPg(url: string, hooks: CreateSqlStoreHooks): Promise<SqlSto
     hooks.onMigrated?.(applied);
   } catch (err) {
     await store.close().catch(() => undefined);
-    throw new StoreStartupError(`analytics store: migrating ${where} failed: ${message(err)}`);
+    throw new StoreStartupError(`analytics store: migrating ${where} failed: ${errorMessage(err)}`);
   } finally {
     await migrator.close().catch(() => undefined);
   }
@@ -64,14 +65,14 @@ async function createPglite(dataDir: string, hooks: CreateSqlStoreHooks): Promis
   try {
     store = await PgliteWorkerSqlStore.create({ dataDir });
   } catch (err) {
-    throw new StoreStartupError(`analytics store: cannot open the embedded database in ${dataDir}: ${message(err)}`);
+    throw new StoreStartupError(`analytics store: cannot open the embedded database in ${dataDir}: ${errorMessage(err)}`);
   }
   try {
     const applied = await runMigrations(store, ANALYTICS_MIGRATIONS);
     hooks.onMigrated?.(applied);
   } catch (err) {
     await store.close().catch(() => undefined);
-    throw new StoreStartupError(`analytics store: migrating the embedded database in ${dataDir} failed: ${message(err)}`);
+    throw new StoreStartupError(`analytics store: migrating the embedded database in ${dataDir} failed: ${errorMessage(err)}`);
   }
   // initdb grows PGlite's WebAssembly memory (≈ 400 MiB more RSS), and that memory is never given
   // back: after creating the database, reopen it in a fresh worker.
@@ -80,7 +81,7 @@ async function createPglite(dataDir: string, hooks: CreateSqlStoreHooks): Promis
       await store.reopen();
     } catch (err) {
       await store.close().catch(() => undefined);
-      throw new StoreStartupError(`analytics store: reopening the embedded database in ${dataDir} failed: ${message(err)}`);
+      throw new StoreStartupError(`analytics store: reopening the embedded database in ${dataDir} failed: ${errorMessage(err)}`);
     }
   }
   return store;
@@ -96,5 +97,4 @@ export function describeUrl(url: string): string {
   }
 }
 
-const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 

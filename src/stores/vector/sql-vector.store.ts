@@ -3,6 +3,7 @@ import { runMigrations, MigrationError, type MigrationSet } from '../sql/migrato
 import type { SqlStore } from '../sql/sql-store';
 import { withTimeout } from '../with-timeout';
 import { VectorStore, type VectorEntry, type VectorMatch, type VectorStatus } from './vector-store';
+import { errorMessage } from '../../common/errors/error-message';
 
 /** The vector store's migrations, recorded apart from the analytics ones (the database may differ). */
 export const VECTOR_MIGRATIONS: MigrationSet = { dir: join(__dirname, 'migrations'), table: 'vector_schema_migrations' };
@@ -117,7 +118,7 @@ export class SqlVectorStore extends VectorStore {
       await this.sql.ping(timeoutMs);
       return { up: true };
     } catch (err) {
-      return { up: false, reason: message(err) };
+      return { up: false, reason: errorMessage(err) };
     }
   }
 
@@ -153,7 +154,7 @@ export class SqlVectorStore extends VectorStore {
       this.downReason = undefined;
     } catch (err) {
       const code = err instanceof MigrationError ? (err.cause as { code?: unknown })?.code : undefined;
-      this.downReason = typeof code === 'string' && EXTENSION_ABSENT_CODES.has(code) ? VECTOR_EXTENSION_MISSING : message(err);
+      this.downReason = typeof code === 'string' && EXTENSION_ABSENT_CODES.has(code) ? VECTOR_EXTENSION_MISSING : errorMessage(err);
     }
   }
 
@@ -178,4 +179,3 @@ function checkEmbedding(embedding: readonly number[]): number {
 /** pgvector's text form `[1,2,3]`, sent as a parameter and cast in SQL. */
 const literal = (embedding: readonly number[]): string => `[${embedding.join(',')}]`;
 
-const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
