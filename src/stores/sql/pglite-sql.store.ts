@@ -2,11 +2,12 @@ import { mkdirSync } from 'node:fs';
 import { PGlite, type Results, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { withTimeout } from '../with-timeout';
+import { PgliteDirLock } from './pglite-dir-lock';
 import { SqlStore, type SqlExecutor, type SqlResult } from './sql-store';
 import { TRANSACTION_FINISHED, TransactionScope } from './transaction-scope';
 
 export interface PgliteSqlStoreOptions {
-  /** Folder of the database files; omitted = in memory (tests). */
+  /** Folder of the database files, locked for this process until close (PgliteDirLock); omitted = in memory (tests), no lock. */
   dataDir?: string;
   /** Start from a dump of another instance (`dumpDataDir()`), e.g. a migrated test template. */
   loadDataDir?: Blob;
@@ -45,19 +46,32 @@ export class PgliteSqlStore extends SqlStore {
   readonly kind = 'pglite' as const;
   private readonly scope = new TransactionScope();
 
-  private constructor(readonly db: PGlite) {
+  private constructor(
+    readonly db: PGlite,
+    private readonly lock: PgliteDirLock | undefined,
+  ) {
     super();
   }
 
+  /** Rejects with PgliteDirLockedError when another process has `dataDir` open. */
   static async create(options: PgliteSqlStoreOptions = {}): Promise<PgliteSqlStore> {
-    if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
-    const db = await PGlite.create({
-      dataDir: options.dataDir,
-      loadDataDir: options.loadDataDir,
-      extensions: { vector },
-      parsers: PARSERS,
-    });
-    return new PgliteSqlStore(db);
+    let lock: PgliteDirLock | undefined;
+    if (options.dataDir) {
+      mkdirSync(options.dataDir, { recursive: true });
+      lock = await PgliteDirLock.acquire(options.dataDir);
+    }
+    try {
+      const db = await PGlite.create({
+        dataDir: options.dataDir,
+        loadDataDir: options.loadDataDir,
+        extensions: { vector },
+        parsers: PARSERS,
+      });
+      return new PgliteSqlStore(db, lock);
+    } catch (err) {
+      lock?.release();
+      throw err;
+    }
   }
 
   async query<R extends object = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
@@ -85,6 +99,10 @@ export class PgliteSqlStore extends SqlStore {
   }
 
   async close(): Promise<void> {
-    if (!this.db.closed) await this.db.close();
+    try {
+      if (!this.db.closed) await this.db.close();
+    } finally {
+      this.lock?.release();
+    }
   }
 }

@@ -2,11 +2,12 @@ import { mkdirSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import { withTimeout } from '../with-timeout';
+import { PgliteDirLock } from './pglite-dir-lock';
 import { SqlStore, type SqlExecutor, type SqlResult } from './sql-store';
 import { TRANSACTION_FINISHED, TransactionScope } from './transaction-scope';
 
 export interface PgliteWorkerOptions {
-  /** Folder of the database files; omitted = in memory (tests). */
+  /** Folder of the database files, locked for this process until close (PgliteDirLock); omitted = in memory (tests), no lock. */
   dataDir?: string;
   /** Start from a dump of another instance (`dumpDataDir()`), e.g. a migrated test template. */
   loadDataDir?: Uint8Array;
@@ -193,18 +194,35 @@ export class PgliteWorkerSqlStore extends SqlStore {
   /** Dates from the worker are not this realm's Date (under jest's vm): rows are revived (reviveRows). */
   private foreignDates = false;
 
-  private constructor(private readonly options: PgliteWorkerOptions) {
+  /**
+   * The directory lock is the process's, not a worker's: it is held across worker restarts and
+   * reopen(), so no other process can slip in while no worker has the database open.
+   */
+  private constructor(
+    private readonly options: PgliteWorkerOptions,
+    private readonly lock: PgliteDirLock | undefined,
+  ) {
     super();
   }
 
+  /** Rejects with PgliteDirLockedError when another process has `dataDir` open. */
   static async create(options: PgliteWorkerOptions = {}): Promise<PgliteWorkerSqlStore> {
-    if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+    let lock: PgliteDirLock | undefined;
+    if (options.dataDir) {
+      mkdirSync(options.dataDir, { recursive: true });
+      lock = await PgliteDirLock.acquire(options.dataDir);
+    }
     // libuv's thread pool (file system, DNS, zlib of the whole process) starts on first use, from the
     // thread that uses it first, and its threads inherit that thread's nice value: start it here, so
     // it is not the worker's lowered priority that it inherits.
     await access('.').catch(() => undefined);
-    const store = new PgliteWorkerSqlStore(options);
-    await store.start();
+    const store = new PgliteWorkerSqlStore(options, lock);
+    try {
+      await store.start();
+    } catch (err) {
+      lock?.release();
+      throw err;
+    }
     return store;
   }
 
@@ -298,7 +316,12 @@ export class PgliteWorkerSqlStore extends SqlStore {
     clearTimeout(this.restartTimer);
     if (!this.dead) await this.call({ op: 'close' }).catch(() => undefined);
     this.dead = new Error('the embedded database is closed');
-    await this.worker.terminate();
+    try {
+      await this.worker.terminate();
+    } finally {
+      // Only now is no thread of this process left with the database open.
+      this.lock?.release();
+    }
   }
 
   private async send<R>(sql: string, params: readonly unknown[], tx?: number): Promise<SqlResult<R>> {

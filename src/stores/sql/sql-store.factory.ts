@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import type { EnvConfig } from '../../config/env';
 import { ANALYTICS_MIGRATIONS, runMigrations, type AppliedMigration } from './migrator';
 import { PgSqlStore } from './pg-sql.store';
+import { PgliteDirLockedError } from './pglite-dir-lock';
 import { PgliteWorkerSqlStore } from './pglite-worker-sql.store';
 import type { SqlStore } from './sql-store';
 import { errorMessage } from '../../common/errors/error-message';
@@ -65,6 +66,8 @@ async function createPglite(dataDir: string, hooks: CreateSqlStoreHooks): Promis
   try {
     store = await PgliteWorkerSqlStore.create({ dataDir });
   } catch (err) {
+    // Its message names the directory and the process holding it.
+    if (err instanceof PgliteDirLockedError) throw new StoreStartupError(`analytics store: ${err.message}`);
     throw new StoreStartupError(`analytics store: cannot open the embedded database in ${dataDir}: ${errorMessage(err)}`);
   }
   try {
