@@ -40,6 +40,24 @@ interface Opened {
   held: StreamEvent[];
 }
 
+/** The targets to dispatch, and whether routing already skipped the first choice for its open breaker. */
+interface DispatchPlan {
+  targets: TargetRef[];
+  primarySkipped: boolean;
+}
+
+/**
+ * DESIGN §5 "503 providers_unavailable when every breaker is open": routing left no target to try
+ * (DESIGN §6 step 4), so no upstream is called; Retry-After is the time until the first open period ends.
+ */
+function providersUnavailable(decision: RoutingDecision): GatewayError {
+  const seconds = Math.max(1, Math.ceil((decision.breakerOpen?.retryAfterMs ?? 0) / 1000));
+  return new GatewayError('providers_unavailable', undefined, { headers: { 'Retry-After': String(seconds) } });
+}
+
+/** The served target is a fallback too when routing skipped the primary (the dispatcher never saw it). */
+const withSkipped = <T>(d: Dispatched<T>, plan: DispatchPlan): Dispatched<T> => (plan.primarySkipped ? { ...d, fallbackUsed: true } : d);
+
 interface Outcome {
   dispatched?: Dispatched<unknown>;
   usage?: Usage;
@@ -86,11 +104,13 @@ export class ChatService {
       if (decision.insight.firewallBlocked) throw new GatewayError('firewall_blocked');
       await this.limits.checkKeyRate(caller, 'chat');
       await this.limits.checkMonthly(caller);
+      if (decision.plan.length === 0) throw providersUnavailable(decision);
       const request: ChatRequest = { ...call.request, messages: decision.messages };
       const supports = capabilityCheck(request);
       const signal = clientGoneSignal(res);
-      if (call.stream) await this.stream(req, res, call, request, supports, split.plan, signal, outcome, started);
-      else await this.json(req, res, request, supports, split.plan, signal, outcome);
+      const plan: DispatchPlan = { targets: split.plan, primarySkipped: decision.breakerOpen?.primary ?? false };
+      if (call.stream) await this.stream(req, res, call, request, supports, plan, signal, outcome, started);
+      else await this.json(req, res, request, supports, plan, signal, outcome);
       if (outcome.status === 200) {
         this.experiments.shadow(split, outcome.dispatched?.target, {
           caller,
@@ -114,12 +134,13 @@ export class ChatService {
     res: Response,
     request: ChatRequest,
     supports: CapabilityCheck,
-    plan: TargetRef[],
+    plan: DispatchPlan,
     signal: AbortSignal,
     outcome: Outcome,
   ): Promise<void> {
-    const d = await this.dispatcher.run(plan, signal, supports, (adapter, target) =>
-      adapter.chat(request, { target, signal, requestId: req.facts.requestId }),
+    const d = withSkipped(
+      await this.dispatcher.run(plan.targets, signal, supports, (adapter, target) => adapter.chat(request, { target, signal, requestId: req.facts.requestId })),
+      plan,
     );
     outcome.dispatched = d;
     outcome.usage = d.value.usage;
@@ -136,13 +157,13 @@ export class ChatService {
     call: ChatCall,
     request: ChatRequest,
     supports: CapabilityCheck,
-    plan: TargetRef[],
+    plan: DispatchPlan,
     signal: AbortSignal,
     outcome: Outcome,
     started: bigint,
   ): Promise<void> {
     // Fallback stays transparent until the first output: the stream is held until then (DESIGN §5).
-    const d = await this.dispatcher.run<Opened>(plan, signal, supports, async (adapter, target) => {
+    const opened = await this.dispatcher.run<Opened>(plan.targets, signal, supports, async (adapter, target) => {
       const iterator = (await adapter.chatStream(request, { target, signal, requestId: req.facts.requestId }))[Symbol.asyncIterator]();
       const held: StreamEvent[] = [];
       for (;;) {
@@ -152,6 +173,7 @@ export class ChatService {
         if (isOutput(r.value)) return { iterator, held };
       }
     });
+    const d = withSkipped(opened, plan);
     outcome.dispatched = d;
     outcome.ttftMs = Number(process.hrtime.bigint() - started) / 1e6;
     setServedHeaders(req, res, d.target, d.fallbackUsed);

@@ -106,6 +106,7 @@ export interface GatewayConfig {
   metrics: { enabled: boolean };
   learning: RawGatewayConfig['learning'];
   routing: RawGatewayConfig['routing'];
+  breakers: RawGatewayConfig['breakers'];
 }
 
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -302,6 +303,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     metrics: raw.metrics,
     learning: raw.learning,
     routing: raw.routing,
+    breakers: raw.breakers,
   });
 }
 

@@ -1,9 +1,9 @@
 import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
+import { Periodic } from '../common/lifecycle/periodic';
 import { AppLogger } from '../common/logging/logger';
 import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { MetricsService } from '../metrics/metrics.service';
-import { withTimeout } from '../stores/with-timeout';
 import { evaluateStopRule, type StopVerdict } from './experiment-quality';
 import { ExperimentStatsRepository } from './experiment-stats.repository';
 import { ExperimentsRepository } from './experiments.repository';
@@ -45,8 +45,7 @@ export class ExperimentStopRulesJob implements OnApplicationBootstrap, BeforeApp
   private readonly o: typeof DEFAULTS;
   private readonly warning: ThrottledWarning;
   private readonly rounds: Counter<'result'>;
-  private timer: NodeJS.Timeout | undefined;
-  private inFlight: Promise<StopRuleOutcome[]> | undefined;
+  private readonly periodic = new Periodic(() => this.round());
 
   constructor(
     private readonly experiments: ExperimentsService,
@@ -67,28 +66,16 @@ export class ExperimentStopRulesJob implements OnApplicationBootstrap, BeforeApp
   }
 
   onApplicationBootstrap(): void {
-    if (this.o.intervalMs <= 0) return;
-    this.timer = setInterval(() => {
-      if (!this.inFlight) void this.run();
-    }, this.o.intervalMs);
-    this.timer.unref();
+    this.periodic.start(this.o.intervalMs);
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    clearInterval(this.timer);
-    if (this.inFlight) await withTimeout(this.inFlight, this.o.shutdownTimeoutMs, 'experiment stop rules').catch(() => undefined);
+    await this.periodic.stop(this.o.shutdownTimeoutMs);
   }
 
   /** One round over every active experiment; never rejects. A call during a round waits for it and runs another. */
-  async run(): Promise<StopRuleOutcome[]> {
-    while (this.inFlight) await this.inFlight;
-    const p = this.round();
-    this.inFlight = p;
-    try {
-      return await p;
-    } finally {
-      if (this.inFlight === p) this.inFlight = undefined;
-    }
+  run(): Promise<StopRuleOutcome[]> {
+    return this.periodic.run();
   }
 
   private async round(): Promise<StopRuleOutcome[]> {

@@ -1,10 +1,10 @@
 import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
+import { Periodic } from '../common/lifecycle/periodic';
 import { AppLogger } from '../common/logging/logger';
 import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { AppConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
-import { withTimeout } from '../stores/with-timeout';
 import { AggregationResult, ModelStatsRepository } from './model-stats.repository';
 import { StatsSnapshotService } from './stats-snapshot.service';
 import { stripUndefined } from '../common/options';
@@ -44,8 +44,7 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
   private readonly o: typeof DEFAULTS;
   private readonly warning: ThrottledWarning;
   private readonly runs: Counter<'outcome'>;
-  private timer: NodeJS.Timeout | undefined;
-  private inFlight: Promise<AggregationRun> | undefined;
+  private readonly periodic = new Periodic(() => this.once());
   /** Before this (ms since epoch) a beat reloads the snapshot without recomputing (MAX_DUTY). */
   private recomputeDueAt = 0;
 
@@ -71,32 +70,19 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
     // A store that is down at start-up must not stop the gateway: routing starts from an empty
     // snapshot (day zero) and the next beat tries again.
     await this.reload();
-    this.timer = setInterval(() => {
-      if (this.inFlight) return;
-      if (Date.now() >= this.recomputeDueAt) void this.run();
-      else void this.reload();
-    }, this.config.gateway.learning.refresh_seconds * 1000);
-    this.timer.unref();
+    this.periodic.start(this.config.gateway.learning.refresh_seconds * 1000, () => (Date.now() >= this.recomputeDueAt ? this.run() : this.reload()));
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    clearInterval(this.timer);
-    if (this.inFlight) await withTimeout(this.inFlight, this.o.shutdownTimeoutMs, 'aggregation job').catch(() => undefined);
+    await this.periodic.stop(this.o.shutdownTimeoutMs);
   }
 
   /**
    * One recompute and reload; never rejects. A call while a run is in progress waits for it and then
    * runs again, so what was written before the call is always included.
    */
-  async run(): Promise<AggregationRun> {
-    while (this.inFlight) await this.inFlight;
-    const p = this.once();
-    this.inFlight = p;
-    try {
-      return await p;
-    } finally {
-      if (this.inFlight === p) this.inFlight = undefined;
-    }
+  run(): Promise<AggregationRun> {
+    return this.periodic.run();
   }
 
   private async once(): Promise<AggregationRun> {

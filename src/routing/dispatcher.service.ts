@@ -119,6 +119,9 @@ export class DispatcherService {
         return { value, target: ref, upstream, attempts, fallbackUsed: unavailable };
       } catch (err) {
         if (signal.aborted || (err instanceof UpstreamError && err.kind === 'aborted')) {
+          // No verdict on the provider. A half-open probe's lease is given back, or the provider
+          // would get no probe until the lease ran out (probeLeaseMs).
+          if (permit === 'probe') void this.breakers.release(ref.provider);
           this.attemptsTotal.inc({ provider: ref.provider, outcome: 'aborted' });
           throw new ClientGoneError();
         }

@@ -3,7 +3,11 @@ import { GatewayError } from '../common/errors/gateway-error';
 import { loadGatewayConfig } from '../config/gateway-config';
 import { RoutingService } from './routing.service';
 import type { RoutingInput, RoutingMode } from './routing.types';
-import { FakeStats, makeConfig, makeInput } from './testing/routing-fakes';
+import pino from 'pino';
+import { MetricsService } from '../metrics/metrics.service';
+import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
+import { FakeStats, makeConfig, makeInput, seededRandom } from './testing/routing-fakes';
 
 const MARKER = 'ZQX-PROMPT-MARKER-4242';
 
@@ -101,5 +105,146 @@ describe('RoutingService: the chain (rule → template → firewall → constrai
     const cfg = makeConfig('');
     const bad = { ...cfg, gateway: { ...cfg.gateway, firewall: { rules: [{ id: 'x', pattern: '(?=a)', action: 'block' as const }] } } };
     expect(() => new RoutingService(bad)).toThrow(ConfigError);
+  });
+});
+
+/*
+ * DESIGN §6 step 4 with the real breaker service (on an in-process store, with a clock the test
+ * moves) as routing's BreakerView. Day-zero scores are the catalogue priors: a .8, b .7, c .6.
+ */
+describe('RoutingService: candidates minus open breakers', () => {
+  const BREAKER_YAML = `
+providers:
+  p: { family: mock }
+  q: { family: mock }
+  r: { family: mock }
+models:
+  a: { provider: p, quality: 0.8, cost: { input_per_mtok: 1, output_per_mtok: 1 } }
+  b: { provider: q, quality: 0.7, cost: { input_per_mtok: 1, output_per_mtok: 1 } }
+  c: { provider: r, quality: 0.6, cost: { input_per_mtok: 100, output_per_mtok: 100 } }
+routes:
+  - { name: learn, models: [auto], strategy: feedback_driven, targets: [p/a, q/b, r/c] }
+  - { name: list, models: [list], strategy: ordered, targets: [p/a, q/b, r/c] }
+  - { name: capped, models: [capped], strategy: ordered, targets: [p/a, q/b, r/c], constraints: { max_cost_increase: 0.5 } }
+`;
+  const T0 = 1_750_000_000_000;
+
+  /** A memory store that counts breaker calls, to show that routing never calls one. */
+  class CountingStore extends MemoryCacheStore {
+    calls = 0;
+    override breaker(...args: Parameters<MemoryCacheStore['breaker']>): ReturnType<MemoryCacheStore['breaker']> {
+      this.calls++;
+      return super.breaker(...args);
+    }
+  }
+
+  const stores: MemoryCacheStore[] = [];
+  afterEach(async () => {
+    for (const s of stores.splice(0)) await s.close();
+  });
+
+  function setup() {
+    const config = makeConfig(BREAKER_YAML);
+    const clock = { t: T0 };
+    const store = new CountingStore({ now: () => clock.t });
+    stores.push(store);
+    // random 0.5: no jitter, so the first open period is exactly 5 s.
+    const breakers = new CircuitBreakerService(store, new MetricsService(), { pino: pino({ level: 'silent' }) }, config, { now: () => clock.t, random: () => 0.5 });
+    const service = new RoutingService(config, new FakeStats(), undefined, undefined, breakers);
+    const open = async (provider: string) => {
+      for (let i = 0; i < 5; i++) await breakers.record(provider, false, false);
+    };
+    const route = (o: Partial<RoutingInput>) => service.route(makeInput(o));
+    return { clock, store, breakers, open, route, scoreWhenClosed: (model: string, o: Partial<RoutingInput>) => route({ ...o, mode: 'dry-run' }).candidates.find((c) => c.model === model)?.score };
+  }
+
+  describe.each<RoutingMode>(['live', 'dry-run'])('in %s mode', (mode) => {
+    it('lists an open-breaker target as filtered breaker_open with its score, and the strategy chooses among the rest', async () => {
+      const s = setup();
+      const score = s.scoreWhenClosed('a', { model: 'auto' });
+      expect(score).toBeCloseTo(0.8, 12);
+      await s.open('p');
+      const d = s.route({ mode, model: 'auto', random: seededRandom(7) });
+      expect(d.filtered).toEqual([{ provider: 'p', model: 'a', reason: 'breaker_open', score }]);
+      expect(d.candidates.map((c) => c.model).sort()).toEqual(['b', 'c']);
+      expect(d.plan.map((t) => t.model).sort()).toEqual(['b', 'c']);
+      expect(d.insight).toMatchObject({ routerInvoked: true });
+      expect(d.breakerOpen).toEqual({ primary: true, retryAfterMs: 5_000 });
+      if (mode === 'dry-run') expect(d.plan[0]).toEqual({ provider: 'q', model: 'b' });
+    });
+
+    it('takes the target back once its open time is over (half-open: dispatch decides the probe)', async () => {
+      const s = setup();
+      await s.open('p');
+      s.clock.t += 4_999;
+      expect(s.route({ mode, model: 'list' }).breakerOpen).toEqual({ primary: true, retryAfterMs: 1 });
+      s.clock.t += 1;
+      const d = s.route({ mode, model: 'list' });
+      expect(d.filtered).toEqual([]);
+      expect(d.plan).toEqual([{ provider: 'p', model: 'a' }, { provider: 'q', model: 'b' }, { provider: 'r', model: 'c' }]);
+      expect(d.breakerOpen).toBeUndefined();
+    });
+
+    it('leaves an empty plan when every target is open: all filtered, no router, the earliest reopening', async () => {
+      const s = setup();
+      await s.open('q');
+      s.clock.t += 1_000;
+      await s.open('p');
+      await s.open('r');
+      const d = s.route({ mode, model: 'auto' });
+      expect(d.candidates).toEqual([]);
+      expect(d.plan).toEqual([]);
+      expect(d.filtered.map((f) => [f.model, f.reason])).toEqual([['a', 'breaker_open'], ['b', 'breaker_open'], ['c', 'breaker_open']]);
+      for (const f of d.filtered) expect(f.score).toBeGreaterThan(0);
+      expect(d.insight).toMatchObject({ routerInvoked: false, confidence: null, confidenceReason: 'no_router_invoked', firewallBlocked: false });
+      expect(d.breakerOpen).toEqual({ primary: true, retryAfterMs: 4_000 });
+    });
+
+    it('filters breakers before constraints, each target once, and keeps the constraint\'s reference the route\'s first target', async () => {
+      const s = setup();
+      await s.open('p');
+      const d = s.route({ mode, model: 'capped' });
+      // c costs 100 × a: over the ceiling set by a (the first target) although a itself is out.
+      expect(d.filtered).toEqual([
+        { provider: 'p', model: 'a', reason: 'breaker_open', score: 0 },
+        { provider: 'r', model: 'c', reason: 'constraint_max_cost_increase', score: 0 },
+      ]);
+      expect(d.plan).toEqual([{ provider: 'q', model: 'b' }]);
+    });
+
+    it('marks the primary only when the first target of the first rule is out; a comma list falls to its next entry', async () => {
+      const s = setup();
+      await s.open('q');
+      expect(s.route({ mode, model: 'list' }).breakerOpen).toEqual({ primary: false, retryAfterMs: 5_000 });
+      const d = s.route({ mode, model: 'b,a' });
+      expect(d.plan).toEqual([{ provider: 'p', model: 'a' }]);
+      expect(d.filtered).toEqual([{ provider: 'q', model: 'b', reason: 'breaker_open', score: 0 }]);
+      expect(d.breakerOpen?.primary).toBe(true);
+    });
+
+    it('reads the view only: no store call, nothing changed', async () => {
+      const s = setup();
+      await s.open('p');
+      const calls = s.store.calls;
+      s.route({ mode, model: 'auto' });
+      s.route({ mode, model: 'list,b' });
+      expect(s.store.calls).toBe(calls);
+      expect(await s.breakers.acquire('p')).toBe('reject');
+    });
+  });
+
+  it('gives live and dry-run the same candidates, filtered entries and plan (ordered)', async () => {
+    const s = setup();
+    await s.open('q');
+    const live = s.route({ mode: 'live', model: 'list' });
+    const dry = s.route({ mode: 'dry-run', model: 'list' });
+    expect([live.candidates, live.filtered, live.plan, live.breakerOpen]).toEqual([dry.candidates, dry.filtered, dry.plan, dry.breakerOpen]);
+  });
+
+  it('filters nothing without a breaker view', () => {
+    const service = new RoutingService(makeConfig(BREAKER_YAML), new FakeStats());
+    const d = service.route(makeInput({ model: 'list' }));
+    expect(d.plan).toHaveLength(3);
+    expect(d.breakerOpen).toBeUndefined();
   });
 });

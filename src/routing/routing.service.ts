@@ -5,7 +5,8 @@ import { resolveTarget, RouteSpec, TargetRef } from '../config/gateway-config';
 import { StatsSnapshot } from '../learning/model-stats';
 import { Firewall } from './firewall/firewall';
 import { RegressionsView } from './regressions/regressions-view';
-import type { Candidate, FilteredCandidate, RoutingDecision, RoutingInput, RoutingInsight } from './routing.types';
+import { BreakerView } from './breaker-view';
+import type { Candidate, FilteredCandidate, FilterReason, RoutingDecision, RoutingInput, RoutingInsight } from './routing.types';
 import { directStrategy } from './strategies/basic.strategies';
 import { estimateTokens, overCostCeiling } from './strategies/cost';
 import { LearnedScorer } from './strategies/learned-score';
@@ -43,8 +44,8 @@ const NO_ROUTER: RoutingInsight = {
 /**
  * The routing chain of DESIGN §6, one piece of code for live traffic and for explain's dry run:
  * rule → template → firewall → candidates and constraints → strategy → plan. It calls no provider,
- * touches no store and increments no counter (the stats and regressions it reads are in-memory
- * snapshots), so a dry run has no side effect; dispatch (breakers, fallback) belongs to the caller.
+ * touches no store and increments no counter (the stats, regressions and breakers it reads are
+ * in-memory views), so a dry run has no side effect; dispatch (probes, fallback) belongs to the caller.
  * The two modes differ only inside strategies that draw: live samples, dry-run takes the means.
  */
 @Injectable()
@@ -59,6 +60,8 @@ export class RoutingService {
     @Optional() stats?: StatsSnapshot,
     @Optional() regressions?: RegressionsView,
     @Optional() private readonly clock?: RoutingClock,
+    // Optional: without it no breaker is open as far as routing knows (dispatch still checks them).
+    @Optional() private readonly breakers?: BreakerView,
   ) {
     const g = config.gateway;
     // Compiled once, at start-up; a pattern outside the linear-time matcher's language is a config error.
@@ -102,10 +105,12 @@ export class RoutingService {
     const seen = new Set<string>();
     const candidates: Candidate[] = [];
     const filtered: FilteredCandidate[] = [];
+    // Read once per decision, so every part sees the same breakers.
+    const open = this.openBreakers(parts);
     let insight: RoutingInsight = NO_ROUTER;
     parts.forEach((part, index) => {
       const ctx: StrategyContext = { route: part.rule.route, input, random, now, tokens };
-      const { kept, removed } = this.constrain(part, ctx);
+      const { kept, removed } = this.candidatesOf(part, open, ctx);
       for (const f of removed) filtered.push({ ...f, score: part.strategy.scoreOf?.(f, ctx) ?? 0 });
       if (kept.length === 0) return;
       const result = part.strategy.select(kept, ctx);
@@ -117,7 +122,7 @@ export class RoutingService {
         candidates.push(c);
       }
     });
-    return {
+    const decision: RoutingDecision = {
       requestedModel: input.model,
       rule: first.rule,
       strategyId,
@@ -129,18 +134,41 @@ export class RoutingService {
       insight,
       firewall: { blockedBy: null, redactedBy: fw.redactedBy },
     };
+    if (open.size > 0) decision.breakerOpen = { primary: open.has(first.targets[0].provider), retryAfterMs: Math.min(...open.values()) };
+    return decision;
   }
 
-  /** DESIGN §6 step 4: the route's constraints (`max_cost_increase`), whatever its strategy. */
-  private constrain(part: Part, ctx: StrategyContext): { kept: TargetRef[]; removed: Array<TargetRef & { reason: 'constraint_max_cost_increase' }> } {
+  /** The providers of these parts whose breaker is open, with the time left of each open period (ms). */
+  private openBreakers(parts: readonly Part[]): Map<string, number> {
+    const open = new Map<string, number>();
+    if (!this.breakers) return open;
+    for (const part of parts) {
+      for (const t of part.targets) {
+        const ms = open.has(t.provider) ? null : this.breakers.openForMs(t.provider);
+        if (ms !== null) open.set(t.provider, ms);
+      }
+    }
+    return open;
+  }
+
+  /**
+   * DESIGN §6 step 4: candidates = the part's targets minus those whose breaker is open, then the
+   * route's constraints (`max_cost_increase` against the route's first target, whatever its strategy).
+   */
+  private candidatesOf(part: Part, open: ReadonlyMap<string, number>, ctx: StrategyContext): { kept: TargetRef[]; removed: Array<TargetRef & { reason: FilterReason }> } {
+    const removed: Array<TargetRef & { reason: FilterReason }> = [];
+    const sift = (targets: TargetRef[], keep: (t: TargetRef) => boolean, reason: FilterReason): TargetRef[] => {
+      for (const t of targets) if (!keep(t)) removed.push({ provider: t.provider, model: t.model, reason });
+      return targets.filter(keep);
+    };
+    let kept = sift(part.targets, (t) => !open.has(t.provider), 'breaker_open');
     const route = part.rule.route;
     const ratio = route?.constraints.maxCostIncrease;
-    if (!route || ratio === undefined) return { kept: part.targets, removed: [] };
-    const over = overCostCeiling(part.targets, route.targets[0], ratio, this.config.gateway.models, ctx.tokens);
-    return {
-      kept: part.targets.filter((t) => !over.has(t)),
-      removed: part.targets.filter((t) => over.has(t)).map((t) => ({ provider: t.provider, model: t.model, reason: 'constraint_max_cost_increase' as const })),
-    };
+    if (route && ratio !== undefined) {
+      const over = overCostCeiling(kept, route.targets[0], ratio, this.config.gateway.models, ctx.tokens);
+      kept = sift(kept, (t) => !over.has(t), 'constraint_max_cost_increase');
+    }
+    return { kept, removed };
   }
 
   /** A route whose `models` names it (first match wins); else a catalogue id or provider/model with the implicit rule. */

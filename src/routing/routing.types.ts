@@ -49,6 +49,12 @@ export interface RoutingDecision {
   insight: RoutingInsight;
   /** Which firewall rules acted (ids only, never the text that matched); always set by RoutingService. */
   firewall?: { blockedBy: string | null; redactedBy: string[] };
+  /**
+   * Set when targets were left out because their circuit breaker is open (DESIGN §6 step 4).
+   * `primary`: the first target of the first rule was one of them, so whatever serves is a fallback
+   * (Gateway-Fallback-Used). `retryAfterMs`: until the first of their open periods ends.
+   */
+  breakerOpen?: { primary: boolean; retryAfterMs: number };
 }
 
 export type ConfidenceReason = 'ok' | 'cap_day0' | 'cap_shared' | 'no_router_invoked' | 'insufficient_samples' | 'single_candidate';

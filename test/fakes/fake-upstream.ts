@@ -36,6 +36,11 @@ export interface Scenario {
   errorStatus?: number;
   /** `retry-after` header in seconds, on errorStatus responses. */
   retryAfter?: number;
+  /**
+   * An error answer (status >= 400) whose body cannot be read whole: its headers promise the whole
+   * body and half arrives, then the connection drops (`cut`) or nothing more comes (`hang`).
+   */
+  errorBody?: 'cut' | 'hang';
   /** In-band error event after the first content event (HTTP 200 already sent). */
   midStreamError?: boolean;
   /** Connection closed after the first content event, before the end marker. */
@@ -164,7 +169,10 @@ export class FakeResponse {
   json(status: number, body: unknown, headers: Record<string, string> = {}): void {
     const text = JSON.stringify(body);
     this.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-    this.res.end(text);
+    if (status < 400 || !this.scenario.errorBody) return void this.res.end(text);
+    const cut = this.scenario.errorBody === 'cut';
+    // The half is on the wire before the cut, so the client has seen the status.
+    this.res.write(text.slice(0, Math.floor(text.length / 2)), () => cut && this.cut());
   }
 
   /** An error response before any stream byte, with `retry-after` when the scenario sets it. */

@@ -142,6 +142,32 @@ export function providerContract(name: string, setup: () => Promise<ContractSetu
       expect((await upstreamError(s.adapter.chat(REQ, ctx(s.target())))).status).toBe(status);
     });
 
+    // The status decides fallback and the client's error (DESIGN §5): an error body that cannot be
+    // read whole must not turn it into a network or protocol failure, nor leave a fragment in detail.
+    it.each([503, 429, 400])('an error status %i whose body is cut mid-way keeps the status, and no fragment of the body', async (status) => {
+      s.fake.next({ errorStatus: status, retryAfter: 2, errorBody: 'cut' });
+      const err = await upstreamError(s.adapter.chat(REQ, ctx(s.target())));
+      expect([err.kind, err.status, err.retryAfterMs, err.opts.code]).toEqual(['status', status, 2000, undefined]);
+      expect(err.detail).not.toMatch(/[{}"]/);
+      s.fake.next({ errorStatus: status, errorBody: 'cut' });
+      expect(await upstreamError(s.adapter.chatStream(REQ, ctx(s.target())))).toMatchObject({ kind: 'status', status });
+    });
+
+    it('an error body over the size cap keeps the status', async () => {
+      s.fake.next({ errorStatus: 500 });
+      const err = await upstreamError(s.adapter.chat(REQ, ctx(s.target({ maxResponseBytes: 16 }))));
+      expect([err.kind, err.status, err.opts.code]).toEqual(['status', 500, undefined]);
+      s.fake.next({ errorStatus: 502 });
+      expect(await upstreamError(s.adapter.chatStream(REQ, ctx(s.target({ maxResponseBytes: 16 }))))).toMatchObject({ kind: 'status', status: 502 });
+    });
+
+    it('a client abort while an error body is being read stays an abort', async () => {
+      s.fake.next({ errorStatus: 503, errorBody: 'hang' });
+      const ac = new AbortController();
+      setTimeout(() => ac.abort(), 100);
+      expect((await upstreamError(s.adapter.chat(REQ, ctx(s.target(), ac.signal)))).kind).toBe('aborted');
+    });
+
     it('an in-band error after the first content is thrown mid-stream', async () => {
       s.fake.next({ text: 'partial answer here', midStreamError: true });
       const it = (await s.adapter.chatStream(REQ, ctx(s.target())))[Symbol.asyncIterator]();

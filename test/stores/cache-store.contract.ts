@@ -386,6 +386,44 @@ export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixt
         expect(await store.breaker(k, 'state', P, t + 20)).toMatchObject({ state: 'open', openings: 1, openUntil: t + 20 + 5_000 });
       });
 
+      it('probe_release gives the lease back at once and counts neither a success nor a failure', async () => {
+        const k = key('release');
+        for (let i = 0; i < 5; i++) await store.breaker(k, 'failure', P, T0);
+        const until = T0 + 5_000;
+        const opened = await store.breaker(k, 'state', P, until);
+        expect(await store.breaker(k, 'acquire', P, until)).toMatchObject({ permit: 'probe' });
+        expect((await store.breaker(k, 'acquire', P, until + 1)).permit).toBe('reject');
+        // The probe's client went away: no verdict, and the next caller probes without waiting out the lease.
+        const released = await store.breaker(k, 'probe_release', P, until + 2);
+        expect(released).toEqual({ state: 'half_open', permit: null, openUntil: until, consecutiveFailures: opened.consecutiveFailures, openings: 1, opened: false });
+        expect(await store.breaker(k, 'acquire', P, until + 3)).toMatchObject({ state: 'half_open', permit: 'probe' });
+        expect((await store.breaker(k, 'acquire', P, until + 4)).permit).toBe('reject');
+        // That probe's verdict still counts as usual.
+        expect(await store.breaker(k, 'probe_success', P, until + 5)).toMatchObject({ state: 'closed', openings: 0 });
+      });
+
+      it('probe_release changes nothing on a closed breaker, an open one, or a half-open one with no lease out', async () => {
+        const c = key('release-closed');
+        await store.breaker(c, 'failure', P, T0);
+        expect(await store.breaker(c, 'probe_release', P, T0 + 1)).toEqual({ state: 'closed', permit: null, openUntil: null, consecutiveFailures: 1, openings: 0, opened: false });
+        expect(await store.breaker(c, 'state', P, T0 + 2)).toMatchObject({ state: 'closed', consecutiveFailures: 1 });
+        // Counted nothing: four more failures open it, as they would have without the release.
+        for (let i = 0; i < 3; i++) await store.breaker(c, 'failure', P, T0 + 3);
+        expect((await store.breaker(c, 'state', P, T0 + 3)).state).toBe('closed');
+        expect((await store.breaker(c, 'failure', P, T0 + 3)).opened).toBe(true);
+
+        const o = key('release-open');
+        for (let i = 0; i < 5; i++) await store.breaker(o, 'failure', P, T0);
+        const until = T0 + 5_000;
+        expect(await store.breaker(o, 'probe_release', P, until - 1)).toMatchObject({ state: 'open', openUntil: until, openings: 1, opened: false });
+        expect(await store.breaker(o, 'probe_release', P, until)).toMatchObject({ state: 'half_open', openUntil: until, openings: 1 });
+        expect((await store.breaker(o, 'acquire', P, until + 1)).permit).toBe('probe');
+        // A probe that re-opened the breaker is not undone by a late release.
+        await store.breaker(o, 'probe_failure', P, until + 2);
+        expect(await store.breaker(o, 'probe_release', P, until + 3)).toMatchObject({ state: 'open', openings: 2 });
+        expect((await store.breaker(o, 'acquire', P, until + 4)).permit).toBe('reject');
+      });
+
       it('a late probe report after another probe already re-opened the breaker changes nothing', async () => {
         const k = key('late');
         for (let i = 0; i < 5; i++) await store.breaker(k, 'failure', P, T0);

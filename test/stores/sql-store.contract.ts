@@ -199,6 +199,25 @@ export function sqlStoreContract(name: string, makeStore: MakeSqlStore): void {
         await expect(store.query('SELECT 1 AS ok', [])).resolves.toMatchObject({ rows: [{ ok: 1 }] });
       });
 
+      it("indexes decision_traces by experiment, so the experiment stats read one experiment's traces through it", async () => {
+        const { rows } = await store.query<{ indexdef: string }>(`SELECT indexdef FROM pg_indexes WHERE tablename = 'decision_traces' AND indexname = 'decision_traces_experiment_idx'`, []);
+        expect(rows.map((r) => r.indexdef)).toEqual([
+          'CREATE INDEX decision_traces_experiment_idx ON public.decision_traces USING btree (experiment_id, created_at) WHERE (experiment_id IS NOT NULL)',
+        ]);
+        // The filter of experiment-stats.repository.ts's ARM_STATS, planned as it is sent (bound parameters).
+        // Sequential scans are priced out so the test does not depend on the table's size or statistics.
+        const plan = await store.transaction(async (tx) => {
+          await tx.query('SET LOCAL enable_seqscan = off', []);
+          const r = await tx.query<{ 'QUERY PLAN': string }>(
+            `EXPLAIN SELECT experiment_arm, status, session_id FROM decision_traces
+             WHERE experiment_id = $1::uuid AND org_id = $2 AND created_at >= $3::timestamptz - interval '5 minutes'`,
+            ['6f1c0a52-4c39-4c2f-9a52-8b1f6f3b2a10', 'acme', new Date().toISOString()],
+          );
+          return r.rows.map((x) => x['QUERY PLAN']).join('\n');
+        });
+        expect(plan).toContain('decision_traces_experiment_idx');
+      });
+
       it('refuses statements on a transaction that has finished', async () => {
         let leaked: { query(sql: string, params?: readonly unknown[]): Promise<unknown> } | undefined;
         await store.transaction(async (tx) => {

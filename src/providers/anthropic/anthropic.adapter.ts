@@ -80,12 +80,7 @@ export class AnthropicAdapter implements ProviderAdapter {
       stream,
     });
     if (res.status === 200) return res;
-    let text = '';
-    try {
-      text = await UpstreamHttp.text(res.body);
-    } catch {
-      // The status is what matters; an unreadable error body only loses the log detail.
-    }
+    const text = await UpstreamHttp.errorText(res.body);
     const { type, message } = errorTypeOf(text);
     throw new UpstreamError('status', `anthropic ${res.status} ${type ?? ''}: ${message ?? text.slice(0, 500)}`, {
       status: res.status,

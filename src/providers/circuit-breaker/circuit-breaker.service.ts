@@ -1,6 +1,7 @@
-import { Injectable, OnModuleDestroy, Optional } from '@nestjs/common';
+import { Injectable, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { Counter, Gauge } from 'prom-client';
 import type { Logger } from 'pino';
+import { Periodic } from '../../common/lifecycle/periodic';
 import { AppLogger } from '../../common/logging/logger';
 import { ThrottledWarning } from '../../common/logging/throttled-warning';
 import { AppConfig } from '../../config/app-config';
@@ -76,9 +77,15 @@ export const breakerKey = (providerId: string): string => `cb:{provider:${provid
  * fails, an in-process breaker with the same semantics takes over for this replica (DESIGN §10:
  * "breaker state stays local"), counted in metrics and logged at most once per interval. No
  * method ever throws: a breaker that cannot decide lets the request through.
+ *
+ * It is also routing's BreakerView (DESIGN §6 step 4): every decision a step returns is kept in
+ * memory (which breakers are open, until when), and every `breakers.refresh_seconds` the shared
+ * state of each provider is re-read with the read-only `state` step, so breakers other replicas
+ * opened show within one beat. The beat runs off the request path: a dead or slow store only
+ * leaves the view as this replica last saw it.
  */
 @Injectable()
-export class CircuitBreakerService implements OnModuleDestroy {
+export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly o: typeof DEFAULTS & Pick<CircuitBreakerOptions, 'random' | 'now'>;
   private readonly local: MemoryCacheStore;
   private readonly now: () => number;
@@ -89,6 +96,13 @@ export class CircuitBreakerService implements OnModuleDestroy {
   private readonly stateGauge: Gauge<'provider'>;
   private readonly openings: Counter<'provider'>;
   private readonly localAnswers: Counter<'provider'>;
+  /** The view: provider id → end of its open time (ms since the epoch, the deciding store's clock), for open breakers only. */
+  private readonly openUntil = new Map<string, number>();
+  /** Steps observed so far, and the count at each provider's latest one: a refresh that started before a step must not undo it. */
+  private steps = 0;
+  private readonly lastStep = new Map<string, number>();
+  private readonly beat = new Periodic(() => this.readShared());
+  private stopped = false;
 
   constructor(
     private readonly shared: CacheStore,
@@ -153,8 +167,52 @@ export class CircuitBreakerService implements OnModuleDestroy {
     return out;
   }
 
+  /** BreakerView: how long the provider's breaker stays open, as this replica last saw it; null when it may be tried. */
+  openForMs(providerId: string): number | null {
+    const until = this.openUntil.get(providerId);
+    if (until === undefined) return null;
+    const left = until - this.now();
+    return left > 0 ? left : null;
+  }
+
+  /**
+   * Re-reads every provider's shared breaker into the view (`state` only reads, in the script and in
+   * the memory store); never rejects. Skipped while the store is known to be failing: the local
+   * breaker answers then, and its decisions already reach the view through the steps.
+   */
+  refreshView(): Promise<void> {
+    return this.beat.run();
+  }
+
+  /** Not awaited: start-up must not wait on a slow store (the view starts empty: every breaker closed). */
+  onApplicationBootstrap(): void {
+    void this.beat.run();
+    this.beat.start(this.config.gateway.breakers.refresh_seconds * 1000);
+  }
+
   async onModuleDestroy(): Promise<void> {
+    this.stopped = true;
+    await this.beat.stop();
     await this.local.close();
+  }
+
+  private async readShared(): Promise<void> {
+    if (this.stopped || this.now() < this.sharedRetryAt) return;
+    const ids = Object.keys(this.config.gateway.providers);
+    const before = this.steps;
+    let decisions: BreakerDecision[];
+    try {
+      decisions = await Promise.all(ids.map((id) => this.shared.breaker(breakerKey(id), 'state', this.params())));
+    } catch (err) {
+      if (this.stopped) return;
+      this.sharedRetryAt = this.now() + this.o.storeRetryMs;
+      this.metrics.storeErrors.inc({ store: 'cache' });
+      this.warning.warn('cache-store:circuit-breaker', err, { effect: 'breaker view kept as last seen' });
+      return;
+    }
+    ids.forEach((id, i) => {
+      if ((this.lastStep.get(id) ?? 0) <= before) this.observe(id, decisions[i]);
+    });
   }
 
   /** One step on the shared breaker, else on the local one; undefined when neither answered. */
@@ -180,6 +238,7 @@ export class CircuitBreakerService implements OnModuleDestroy {
       }
     }
     this.observe(providerId, d);
+    this.lastStep.set(providerId, ++this.steps);
     return d;
   }
 
@@ -202,6 +261,8 @@ export class CircuitBreakerService implements OnModuleDestroy {
 
   private observe(providerId: string, d: BreakerDecision): void {
     this.stateGauge.set({ provider: providerId }, STATE_VALUE[d.state]);
+    if (d.state === 'open' && d.openUntil !== null) this.openUntil.set(providerId, d.openUntil);
+    else this.openUntil.delete(providerId);
     if (d.opened) {
       this.openings.inc({ provider: providerId });
       this.log.warn(
@@ -215,5 +276,13 @@ export class CircuitBreakerService implements OnModuleDestroy {
     this.metrics.storeErrors.inc({ store: 'cache' });
     this.localAnswers.inc({ provider: providerId });
     this.warning.warn('cache-store:circuit-breaker', err, { fallback: 'local breaker' });
+  }
+
+  /**
+   * Gives back a probe lease whose attempt ended with no verdict (the client went away), so the next
+   * request probes at once instead of after probeLeaseMs; counts neither a success nor a failure.
+   */
+  async release(providerId: string): Promise<void> {
+    await this.step(providerId, 'probe_release');
   }
 }

@@ -77,7 +77,7 @@ export class GeminiAdapter implements ProviderAdapter {
       maxBytes: target.maxResponseBytes,
       stream,
     });
-    if (res.status !== 200) throw toStatusError(res.status, await UpstreamHttp.text(res.body), res.retryAfterMs);
+    if (res.status !== 200) throw toStatusError(res.status, await UpstreamHttp.errorText(res.body), res.retryAfterMs);
     return res;
   }
 }

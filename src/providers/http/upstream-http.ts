@@ -219,6 +219,21 @@ export class UpstreamHttp {
     return chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
   }
 
+  /**
+   * Reads the body of a non-2xx answer, for the status error's detail. The status is what counts
+   * (fallback triggers, the client's error), so a body that cannot be read whole (cut mid-body, over
+   * the size cap, out of time) gives '' instead of turning the status error into a network or
+   * protocol one. A client abort while reading stays an abort: nothing is tried after it.
+   */
+  static async errorText(body: AsyncIterable<Buffer>): Promise<string> {
+    try {
+      return await UpstreamHttp.text(body);
+    } catch (err) {
+      if (err instanceof UpstreamError && err.kind === 'aborted') throw err;
+      return '';
+    }
+  }
+
   destroy(): void {
     for (const a of this.agents.values()) {
       a.http.destroy();

@@ -73,13 +73,7 @@ export class OpenAiCompatibleAdapter implements ProviderAdapter {
       stream,
     });
     if (ok(res.status)) return res;
-    // The status is what counts; a body that cannot be read whole (cut, too large) is left out of
-    // the detail. A client abort while reading it stays an abort.
-    const text = await UpstreamHttp.text(res.body).catch((err: unknown) => {
-      if (err instanceof UpstreamError && err.kind === 'aborted') throw err;
-      return '';
-    });
-    throw statusError(res.status, text, res.retryAfterMs);
+    throw statusError(res.status, await UpstreamHttp.errorText(res.body), res.retryAfterMs);
   }
 }
 

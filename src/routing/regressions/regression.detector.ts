@@ -1,15 +1,17 @@
 import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { Counter } from 'prom-client';
+import { Periodic } from '../../common/lifecycle/periodic';
 import { AppLogger } from '../../common/logging/logger';
 import { ThrottledWarning } from '../../common/logging/throttled-warning';
 import { AppConfig } from '../../config/app-config';
 import { MetricsService } from '../../metrics/metrics.service';
-import { withTimeout } from '../../stores/with-timeout';
 import { RegressionsRepository } from './regressions.repository';
 import { RegressionsSnapshotService } from './regressions-snapshot.service';
 import type { RegressionRecord } from './regressions-view';
 
 const DAY_SECONDS = 86_400;
+/** How long shutdown waits for a detection under way. */
+const SHUTDOWN_TIMEOUT_MS = 5_000;
 
 /**
  * Records a `quality_drop` regression when a model's rolling quality falls below its long-run mean
@@ -21,8 +23,7 @@ const DAY_SECONDS = 86_400;
  */
 @Injectable()
 export class RegressionDetector implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private timer: NodeJS.Timeout | undefined;
-  private inFlight: Promise<unknown> | undefined;
+  private readonly periodic = new Periodic(() => this.once());
   private readonly warning: ThrottledWarning;
   private readonly recorded: Counter;
 
@@ -42,26 +43,19 @@ export class RegressionDetector implements OnApplicationBootstrap, BeforeApplica
   }
 
   onApplicationBootstrap(): void {
-    this.timer = setInterval(() => {
-      if (!this.inFlight) void this.run();
-    }, this.config.gateway.routing.regressions.check_seconds * 1000);
-    this.timer.unref();
+    this.periodic.start(this.config.gateway.routing.regressions.check_seconds * 1000);
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    clearInterval(this.timer);
-    if (this.inFlight) await withTimeout(this.inFlight, 5_000, 'regression detector').catch(() => undefined);
+    await this.periodic.stop(SHUTDOWN_TIMEOUT_MS);
   }
 
-  /** One detection; never rejects. Returns what was recorded, `skipped` (another replica), or `failed`. */
-  async run(): Promise<RegressionRecord[] | 'skipped' | 'failed'> {
-    const p = this.once();
-    this.inFlight = p;
-    try {
-      return await p;
-    } finally {
-      if (this.inFlight === p) this.inFlight = undefined;
-    }
+  /**
+   * One detection; never rejects. Returns what was recorded, `skipped` (another replica), or `failed`.
+   * A call while a detection is under way waits for it and then detects again.
+   */
+  run(): Promise<RegressionRecord[] | 'skipped' | 'failed'> {
+    return this.periodic.run();
   }
 
   private async once(): Promise<RegressionRecord[] | 'skipped' | 'failed'> {

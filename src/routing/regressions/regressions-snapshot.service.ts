@@ -1,4 +1,5 @@
 import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap, Optional } from '@nestjs/common';
+import { Periodic } from '../../common/lifecycle/periodic';
 import { AppLogger } from '../../common/logging/logger';
 import { ThrottledWarning } from '../../common/logging/throttled-warning';
 import { AppConfig } from '../../config/app-config';
@@ -18,7 +19,7 @@ const keyOf = (orgId: string, provider: string, model: string) => `${orgId}\u000
 export class RegressionsSnapshotService extends RegressionsView implements OnApplicationBootstrap, BeforeApplicationShutdown {
   /** Dates per (org, provider, model), newest first. */
   private byKey = new Map<string, Date[]>();
-  private timer: NodeJS.Timeout | undefined;
+  private readonly periodic = new Periodic(() => this.reload());
   private readonly warning: ThrottledWarning | undefined;
 
   constructor(
@@ -34,12 +35,12 @@ export class RegressionsSnapshotService extends RegressionsView implements OnApp
   async onApplicationBootstrap(): Promise<void> {
     if (!this.repo || !this.config) return;
     await this.reload();
-    this.timer = setInterval(() => void this.reload(), this.config.gateway.learning.refresh_seconds * 1000);
-    this.timer.unref();
+    this.periodic.start(this.config.gateway.learning.refresh_seconds * 1000);
   }
 
+  /** Ends the beat; a reload under way is not waited for (it only replaces memory). */
   beforeApplicationShutdown(): void {
-    clearInterval(this.timer);
+    void this.periodic.stop();
   }
 
   recent(orgId: string, provider: string, model: string, now: Date): readonly Date[] {

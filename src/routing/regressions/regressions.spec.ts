@@ -5,6 +5,7 @@ import { loadEnv } from '../../config/env';
 import { loadGatewayConfig } from '../../config/gateway-config';
 import { MetricsService } from '../../metrics/metrics.service';
 import { PgliteSqlStore } from '../../stores/sql/pglite-sql.store';
+import { SwitchableSql } from '../../../test/support/switchable-sql';
 import { RegressionDetector } from './regression.detector';
 import { RegressionsRepository } from './regressions.repository';
 import { RegressionsService } from './regressions.service';
@@ -133,6 +134,34 @@ describe('regressions on the analytics store', () => {
       expect(await detector('routing: { regressions: { min_samples: 19 } }').run()).toHaveLength(1);
       await sql.query('DELETE FROM regressions', []);
       expect(await detector('routing: { regressions: { min_samples: 19, margin: 0.9 } }').run()).toEqual([]);
+    });
+
+    it('never overlaps detections in one process: a call during one waits for it, then detects again', async () => {
+      await seed('m', 30, 9, true, '3 days');
+      await seed('m', 20, 3, false, '2 hours');
+      const slow = new SwitchableSql(sql);
+      slow.delayMs = 30;
+      const d = new RegressionDetector(new RegressionsRepository(slow), view, config(), metrics, logger);
+      const first = d.run();
+      const second = d.run();
+      // The second call neither ran beside the first (on Postgres the advisory lock would have
+      // answered it 'skipped') nor got the first one's answer: it ran after it, and found the episode recorded.
+      expect(await first).toEqual([expect.objectContaining({ model: 'm', reason: 'quality_drop' })]);
+      expect(await second).toEqual([]);
+      expect([slow.transactions, slow.maxOpen]).toEqual([2, 1]);
+    });
+
+    it('runs on its beat (check_seconds) after bootstrap, and not after shutdown', async () => {
+      const slow = new SwitchableSql(sql);
+      const d = new RegressionDetector(new RegressionsRepository(slow), view, config('routing: { regressions: { check_seconds: 1 } }'), metrics, logger);
+      d.onApplicationBootstrap();
+      const started = Date.now();
+      while (slow.transactions === 0 && Date.now() - started < 5_000) await new Promise((r) => setTimeout(r, 20));
+      await d.beforeApplicationShutdown();
+      expect(slow.transactions).toBe(1);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      await new Promise((r) => setTimeout(r, 1_200));
+      expect(slow.transactions).toBe(1);
     });
 
     it('reports a store failure without throwing', async () => {

@@ -43,7 +43,7 @@ export function checkWindows(checks: readonly WindowCheck[]): void {
   }
 }
 
-const BREAKER_OPS: readonly BreakerOp[] = ['acquire', 'success', 'failure', 'probe_success', 'probe_failure', 'state'];
+const BREAKER_OPS: readonly BreakerOp[] = ['acquire', 'success', 'failure', 'probe_success', 'probe_failure', 'probe_release', 'state'];
 
 /** Breaker arguments, checked alike on both adapters (the Lua script trusts them). */
 export function checkBreaker(op: BreakerOp, p: BreakerParams, nowMs: number | undefined): void {

@@ -22,7 +22,7 @@ export interface CounterDecision {
 }
 
 /** Steps of the shared circuit breaker (issue 4 "Routing"; lua/breaker.lua documents each). */
-export type BreakerOp = 'acquire' | 'success' | 'failure' | 'probe_success' | 'probe_failure' | 'state';
+export type BreakerOp = 'acquire' | 'success' | 'failure' | 'probe_success' | 'probe_failure' | 'probe_release' | 'state';
 
 /** Tuning of the circuit breaker, passed on every call so both adapters hold no configuration. */
 export interface BreakerParams {

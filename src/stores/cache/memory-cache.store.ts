@@ -221,6 +221,12 @@ export class MemoryCacheStore extends CacheStore {
           openNow();
         }
         break;
+      case 'probe_release':
+        if (halfOpen && probeUntil > now) {
+          probeUntil = 0;
+          dirty = true;
+        }
+        break;
       case 'state':
         break;
       default:

@@ -14,7 +14,7 @@
 
   Input:
     KEYS[1]    the breaker, e.g. cb:{provider:openai}
-    ARGV[1]    step: acquire | success | failure | probe_success | probe_failure | state
+    ARGV[1]    step: acquire | success | failure | probe_success | probe_failure | probe_release | state
     ARGV[2]    now in ms since the epoch, or '' for the server's clock (TIME)
     ARGV[3]    failureThreshold   consecutive failures that open (>= 1)
     ARGV[4]    windowMs           failure-rate window (>= 1)
@@ -42,6 +42,11 @@
                    success. Open with the open time running (another probe re-opened it): nothing.
     probe_failure  half-open: opens again, one opening more (so for longer). Closed: as failure.
                    Open with the open time running: nothing.
+    probe_release  the probe ended with no verdict (its client went away): half-open with a lease
+                   out, the lease is cleared so the next acquire probes at once. Counts neither a
+                   success nor a failure; in any other state, nothing. The lease names no holder, so
+                   a probe that outlived its lease releases its successor's (as its late report
+                   would decide for it).
     state          reads only.
   Opening: openings + 1; open time = floor(min(maxOpenMs, baseOpenMs * 2^(openings - 1)) *
   (1 + jitter * (2 * random - 1))), at least 1 ms; the window and any probe lease are cleared.
@@ -194,6 +199,11 @@ elseif step == 'probe_failure' then
   elseif halfOpen then
     cf = cf + 1
     open()
+  end
+elseif step == 'probe_release' then
+  if halfOpen and probeUntil > now then
+    probeUntil = 0
+    dirty = true
   end
 elseif step ~= 'state' then
   return redis.error_reply('ERR unknown breaker step ' .. step)

@@ -1,0 +1,93 @@
+import pino from 'pino';
+import { OpenAiFake } from '../../test/fakes/openai-fake';
+import { AppConfig } from '../config/app-config';
+import { loadEnv } from '../config/env';
+import { loadGatewayConfig } from '../config/gateway-config';
+import { MetricsService } from '../metrics/metrics.service';
+import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import type { ChatRequest } from '../providers/provider-adapter';
+import { ProviderRegistry } from '../providers/provider-registry';
+import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
+import { ClientGoneError, DispatcherService } from './dispatcher.service';
+
+const T0 = 1_750_000_000_000;
+const REQ: ChatRequest = { messages: [{ role: 'user', content: 'Say hello.' }] };
+const REF = { provider: 'up', model: 'm' };
+
+/** The dispatcher with the real registry, adapter and breakers (memory store, one moved clock), against an OpenAI-shaped fake. */
+describe('DispatcherService and the half-open probe', () => {
+  let fake: OpenAiFake;
+  let clock: { t: number };
+  let store: MemoryCacheStore;
+  let registry: ProviderRegistry;
+  let breakers: CircuitBreakerService;
+  let dispatcher: DispatcherService;
+
+  beforeEach(async () => {
+    fake = await new OpenAiFake().start();
+    clock = { t: T0 };
+    store = new MemoryCacheStore({ now: () => clock.t });
+    const config = new AppConfig(
+      loadEnv({}),
+      loadGatewayConfig(`providers:\n  up: { family: openai, base_url: "${fake.url}", api_key: sk-test }\nmodels:\n  m: { provider: up, type: chat }\n`, {}),
+    );
+    const metrics = new MetricsService();
+    registry = new ProviderRegistry(config);
+    // random 0.5: no jitter, so the first open time is exactly 5 s; the probe lease is the default 60 s.
+    breakers = new CircuitBreakerService(store, metrics, { pino: pino({ level: 'silent' }) }, config, { random: () => 0.5, now: () => clock.t });
+    dispatcher = new DispatcherService(registry, breakers, metrics);
+  });
+  afterEach(async () => {
+    registry.onApplicationShutdown();
+    await breakers.onModuleDestroy();
+    await store.close();
+    await fake.stop();
+  });
+
+  const chat = (signal: AbortSignal) => dispatcher.run([REF], signal, () => undefined, (adapter, target) => adapter.chat(REQ, { target, signal, requestId: 'req-dispatch' }));
+
+  async function openBreaker(): Promise<void> {
+    fake.always({ errorStatus: 503 });
+    for (let i = 0; i < 5; i++) await expect(chat(new AbortController().signal)).rejects.toMatchObject({ code: 'upstream_error' });
+    fake.reset();
+    expect((await breakers.states()).up.state).toBe('open');
+  }
+
+  it('a probe whose client goes away gives its lease back: the next request probes at once, and nothing was counted', async () => {
+    await openBreaker();
+    clock.t += 5_000;
+    const before = (await breakers.states()).up;
+    expect(before.state).toBe('half_open');
+
+    fake.next({ stallBeforeHeadersMs: 300 });
+    const ac = new AbortController();
+    const probe = chat(ac.signal);
+    setTimeout(() => ac.abort(), 50);
+    await expect(probe).rejects.toBeInstanceOf(ClientGoneError);
+    // Neither a success (it would have closed) nor a failure (it would have re-opened).
+    expect((await breakers.states()).up).toEqual(before);
+
+    // Well inside the 60 s lease: without the release this request would find no probe to take.
+    clock.t += 1;
+    fake.next({});
+    const served = await chat(new AbortController().signal);
+    expect(served.attempts).toBe(1);
+    expect((await breakers.states()).up).toEqual({ state: 'closed', consecutiveFailures: 0 });
+  });
+
+  it('a probe that fails still re-opens the breaker, and an abort on a closed breaker records nothing', async () => {
+    fake.next({ stallBeforeHeadersMs: 300 });
+    const ac = new AbortController();
+    const aborted = chat(ac.signal);
+    setTimeout(() => ac.abort(), 50);
+    await expect(aborted).rejects.toBeInstanceOf(ClientGoneError);
+    expect((await breakers.states()).up).toEqual({ state: 'closed', consecutiveFailures: 0 });
+
+    await openBreaker();
+    clock.t += 5_000;
+    fake.next({ errorStatus: 503 });
+    await expect(chat(new AbortController().signal)).rejects.toMatchObject({ code: 'upstream_error' });
+    expect((await breakers.states()).up.state).toBe('open');
+    await expect(chat(new AbortController().signal)).rejects.toMatchObject({ code: 'providers_unavailable' });
+  });
+});
