@@ -11,7 +11,7 @@ import type { TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
 import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
-import { CapabilityCheck, ClientGoneError, settleFailure, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import { CapabilityCheck, ClientGoneError, settleFailure, Dispatched, DispatcherService, providersUnavailable } from '../routing/dispatcher.service';
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
@@ -44,15 +44,6 @@ interface Opened {
 interface DispatchPlan {
   targets: TargetRef[];
   primarySkipped: boolean;
-}
-
-/**
- * DESIGN §5 "503 providers_unavailable when every breaker is open": routing left no target to try
- * (DESIGN §6 step 4), so no upstream is called; Retry-After is the time until the first open period ends.
- */
-function providersUnavailable(decision: RoutingDecision): GatewayError {
-  const seconds = Math.max(1, Math.ceil((decision.breakerOpen?.retryAfterMs ?? 0) / 1000));
-  return new GatewayError('providers_unavailable', undefined, { headers: { 'Retry-After': String(seconds) } });
 }
 
 /** The served target is a fallback too when routing skipped the primary (the dispatcher never saw it). */
@@ -104,7 +95,7 @@ export class ChatService {
       if (decision.insight.firewallBlocked) throw new GatewayError('firewall_blocked');
       await this.limits.checkKeyRate(caller, 'chat');
       await this.limits.checkMonthly(caller);
-      if (decision.plan.length === 0) throw providersUnavailable(decision);
+      if (decision.plan.length === 0) throw providersUnavailable(decision.breakerOpen?.retryAfterMs);
       const request: ChatRequest = { ...call.request, messages: decision.messages };
       const supports = capabilityCheck(request);
       const signal = clientGoneSignal(res);

@@ -90,4 +90,33 @@ describe('DispatcherService and the half-open probe', () => {
     expect((await breakers.states()).up.state).toBe('open');
     await expect(chat(new AbortController().signal)).rejects.toMatchObject({ code: 'providers_unavailable' });
   });
+
+  it('every breaker open: Retry-After counts down to the end of the open period; a half-open one whose probe is out says 1', async () => {
+    await openBreaker();
+    clock.t += 1_200; // 3.8 s of the 5 s open period left
+    await expect(chat(new AbortController().signal)).rejects.toMatchObject({ code: 'providers_unavailable', headers: { 'Retry-After': '4' } });
+    clock.t += 3_750; // 50 ms left: rounded up, never 0
+    await expect(chat(new AbortController().signal)).rejects.toMatchObject({ code: 'providers_unavailable', headers: { 'Retry-After': '1' } });
+
+    clock.t += 50;
+    fake.next({ stallBeforeHeadersMs: 300 });
+    const probe = chat(new AbortController().signal); // takes the probe lease and holds it
+    await new Promise((r) => setTimeout(r, 50));
+    await expect(chat(new AbortController().signal)).rejects.toMatchObject({ code: 'providers_unavailable', headers: { 'Retry-After': '1' } });
+    await expect(probe).resolves.toMatchObject({ attempts: 1 });
+  });
+
+  it("a probe that fails on our side (not the provider's) gives its lease back and counts nothing", async () => {
+    await openBreaker();
+    clock.t += 5_000;
+    const before = (await breakers.states()).up;
+    const bug = new Error('a bug of ours while handling the answer');
+    await expect(
+      dispatcher.run([REF], new AbortController().signal, () => undefined, () => Promise.reject(bug)),
+    ).rejects.toBe(bug);
+    expect((await breakers.states()).up).toEqual(before);
+    fake.next({});
+    await expect(chat(new AbortController().signal)).resolves.toMatchObject({ attempts: 1 });
+    expect((await breakers.states()).up).toEqual({ state: 'closed', consecutiveFailures: 0 });
+  });
 });

@@ -47,6 +47,16 @@ export function settleFailure(outcome: { status: number; errorCode?: string }, e
 }
 
 /**
+ * DESIGN §5: 503 `providers_unavailable` when every breaker is open, whether routing left no target
+ * (DESIGN §6 step 4) or dispatch found them all open; Retry-After = seconds until the first open
+ * period ends (rounded up, at least 1).
+ */
+export function providersUnavailable(reopensInMs: number | undefined): GatewayError {
+  const seconds = Math.max(1, Math.ceil((reopensInMs ?? 0) / 1000));
+  return new GatewayError('providers_unavailable', undefined, { headers: { 'Retry-After': String(seconds) } });
+}
+
+/**
  * DESIGN §5 "fallback triggers": network error, timeout, 408, 409, 429, 5xx, and 401/403 (the
  * provider is misconfigured). A broken stream (protocol) counts as a server fault. Other 4xx are the
  * request's fault: no fallback, 400 `upstream_invalid_request`.
@@ -93,6 +103,8 @@ export class DispatcherService {
     let unsupported: string | undefined;
     let supportedTargets = 0;
     let last: UpstreamError | undefined;
+    /** Shortest time left (ms) of the open breakers that rejected; 0 when one was half-open with its probe out. */
+    let reopensInMs: number | undefined;
 
     for (const ref of plan) {
       if (signal.aborted) throw new ClientGoneError();
@@ -107,6 +119,7 @@ export class DispatcherService {
       const permit = await this.breakers.acquire(ref.provider);
       if (permit === 'reject') {
         unavailable = true;
+        reopensInMs = Math.min(reopensInMs ?? Infinity, this.breakers.openForMs(ref.provider) ?? 0);
         this.attemptsTotal.inc({ provider: ref.provider, outcome: 'breaker_open' });
         continue;
       }
@@ -125,7 +138,11 @@ export class DispatcherService {
           this.attemptsTotal.inc({ provider: ref.provider, outcome: 'aborted' });
           throw new ClientGoneError();
         }
-        if (!(err instanceof UpstreamError)) throw err;
+        if (!(err instanceof UpstreamError)) {
+          // Our own fault, not the provider's: no verdict, and a probe's lease is given back.
+          if (permit === 'probe') void this.breakers.release(ref.provider);
+          throw err;
+        }
         if (!isFallbackTrigger(err)) {
           // The request's fault, not the provider's: the breaker is not charged.
           void this.breakers.record(ref.provider, true, permit === 'probe');
@@ -142,9 +159,10 @@ export class DispatcherService {
     if (supportedTargets === 0 && unsupported) {
       throw new GatewayError('invalid_request', `No provider for this model supports ${unsupported}.`, { param: unsupported });
     }
-    // Every target that could take the request had its breaker open.
+    // Every target that could take the request had its breaker open (or half-open, its probe out):
+    // Retry-After is the time until the first open period ends, at least 1 s.
     if (attempts === 0 && supportedTargets > 0) {
-      throw new GatewayError('providers_unavailable', undefined, { headers: { 'Retry-After': '5' } });
+      throw providersUnavailable(reopensInMs);
     }
     if (last?.kind === 'timeout') throw new GatewayError('upstream_timeout', undefined, { cause: last });
     const status = last?.status ? `last upstream status ${last.status}` : `last failure: ${last?.kind ?? 'none'}`;
