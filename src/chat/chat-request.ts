@@ -1,4 +1,4 @@
-import { GatewayError } from '../common/errors/gateway-error';
+import { fail, int, isObject, num, str } from '../common/http/body-checks';
 import type {
   ChatMessage, ChatRequest, ContentPart, ReasoningEffort, Role, ToolCall, ToolChoice, ToolDefinition,
 } from '../providers/provider-adapter';
@@ -32,35 +32,6 @@ export const MAX_N = 8;
 
 const MESSAGE_FIELDS = new Set(['role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal']);
 const INPUT_TYPES = new Set(['string', 'number', 'boolean']);
-
-const fail = (param: string, message: string): never => {
-  throw new GatewayError('invalid_request', message, { param });
-};
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const describe = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
-
-function num(body: Record<string, unknown>, key: string, min: number, max: number): number | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'number' || !Number.isFinite(v)) return fail(key, `${key} must be a number, got ${describe(v)}.`);
-  if (v < min || v > max) return fail(key, `${key} must be between ${min} and ${max}, got ${v}.`);
-  return v;
-}
-
-function int(body: Record<string, unknown>, key: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v)) return fail(key, `${key} must be an integer, got ${describe(v)}.`);
-  if (v < min || v > max) return fail(key, `${key} must be between ${min} and ${max}, got ${v}.`);
-  return v;
-}
-
-function str(v: unknown, param: string, opts: { max?: number; nonEmpty?: boolean } = {}): string {
-  if (typeof v !== 'string') return fail(param, `${param} must be a string, got ${describe(v)}.`);
-  if (opts.nonEmpty && v.length === 0) return fail(param, `${param} must not be empty.`);
-  if (opts.max !== undefined && v.length > opts.max) return fail(param, `${param} must be at most ${opts.max} characters.`);
-  return v;
-}
 
 function contentParts(v: unknown[], param: string, role: Role): ContentPart[] {
   return v.map((p, i) => {

@@ -1,4 +1,4 @@
-import { GatewayError } from '../common/errors/gateway-error';
+import { absent, fail, int, isObject, str, typeName } from '../common/http/body-checks';
 import type { EmbeddingRequest } from '../providers/provider-adapter';
 
 export type EncodingFormat = 'float' | 'base64';
@@ -25,27 +25,14 @@ export const MAX_DIMENSIONS = 16_384;
 const KNOWN = new Set(['model', 'input', 'dimensions', 'encoding_format', 'user']);
 const FORMATS: readonly EncodingFormat[] = ['float', 'base64'];
 
-const fail = (param: string, message: string): never => {
-  throw new GatewayError('invalid_request', message, { param });
-};
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const describe = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
-const absent = (v: unknown) => v === undefined || v === null;
-
-/** One text to embed: a non-empty string (every family refuses an empty one). */
-function text(v: unknown, param: string): string {
-  if (typeof v !== 'string') return fail(param, `${param} must be a string, got ${describe(v)}.`);
-  if (v.length === 0) return fail(param, `${param} must not be empty.`);
-  return v;
-}
-
+/** The texts to embed: each a non-empty string (every family refuses an empty one). */
 function inputs(v: unknown): string[] {
-  if (typeof v === 'string') return [text(v, 'input')];
-  if (!Array.isArray(v)) return fail('input', `input must be a string or an array of strings, got ${describe(v)}.`);
+  if (typeof v === 'string') return [str(v, 'input', { nonEmpty: true })];
+  if (!Array.isArray(v)) return fail('input', `input must be a string or an array of strings, got ${typeName(v)}.`);
   if (v.length === 0) return fail('input', 'input must not be an empty array.');
   if (v.length > MAX_INPUTS) return fail('input', `input must have at most ${MAX_INPUTS} entries, got ${v.length}.`);
   // Token arrays (which OpenAI's own API also takes) are not part of the contract: refused here.
-  return v.map((x, i) => text(x, `input.${i}`));
+  return v.map((x, i) => str(x, `input.${i}`, { nonEmpty: true }));
 }
 
 /**
@@ -58,7 +45,7 @@ export function parseEmbeddingsBody(body: unknown): EmbeddingsCall {
   for (const k of Object.keys(body)) {
     if (!KNOWN.has(k)) return fail(k, `${k} is not a supported field.`);
   }
-  if (typeof body.model !== 'string') return fail('model', `model must be a string, got ${describe(body.model)}.`);
+  if (typeof body.model !== 'string') return fail('model', `model must be a string, got ${typeName(body.model)}.`);
   if (body.model.length === 0 || body.model.length > 1024) return fail('model', 'model must be 1 to 1024 characters.');
   if (body.input === undefined) return fail('input', 'input is required.');
   const input = inputs(body.input);
@@ -67,21 +54,13 @@ export function parseEmbeddingsBody(body: unknown): EmbeddingsCall {
   if (bytes > MAX_INPUT_BYTES) return fail('input', `input must hold at most ${MAX_INPUT_BYTES} bytes of text in total, got ${bytes}.`);
 
   const request: EmbeddingRequest = { input };
-  if (!absent(body.dimensions)) {
-    const d = body.dimensions;
-    if (typeof d !== 'number' || !Number.isInteger(d)) return fail('dimensions', `dimensions must be an integer, got ${describe(d)}.`);
-    if (d < 1 || d > MAX_DIMENSIONS) return fail('dimensions', `dimensions must be between 1 and ${MAX_DIMENSIONS}, got ${d}.`);
-    request.dimensions = d;
-  }
+  const dimensions = int(body, 'dimensions', 1, MAX_DIMENSIONS);
+  if (dimensions !== undefined) request.dimensions = dimensions;
   let encodingFormat: EncodingFormat = 'float';
   if (!absent(body.encoding_format)) {
     if (!FORMATS.includes(body.encoding_format as EncodingFormat)) return fail('encoding_format', 'encoding_format must be float or base64.');
     encodingFormat = body.encoding_format as EncodingFormat;
   }
-  if (!absent(body.user)) {
-    if (typeof body.user !== 'string') return fail('user', `user must be a string, got ${describe(body.user)}.`);
-    if (body.user.length > 256) return fail('user', 'user must be at most 256 characters.');
-    request.user = body.user;
-  }
+  if (!absent(body.user)) request.user = str(body.user, 'user', { max: 256 });
   return { model: body.model, encodingFormat, request };
 }

@@ -1,5 +1,6 @@
 import { ChatCall, parseChatBody } from '../chat/chat-request';
 import { GatewayError } from '../common/errors/gateway-error';
+import { isObject } from '../common/http/body-checks';
 import { isSessionId, SESSION_ID_RULE } from '../common/http/session-id';
 import { sanitiseHeaders } from './header-sanitiser';
 
@@ -15,7 +16,6 @@ export interface ExplainCall {
 const TOP_LEVEL = new Set(['request', 'headers']);
 const SESSION_HEADER = 'gateway-session-id';
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const invalid = (message: string, param?: string): GatewayError => new GatewayError('invalid_body', message, param ? { param } : {});
 
 /**

@@ -1,7 +1,8 @@
 import type { TargetRef } from '../../config/gateway-config';
-import { argmax, asCandidate, byScore, capConfidence, drawWinnersUnder, evidenceOf, explorationScale, LearnedScorer, RouterParams } from './learned-score';
-import { mulberry32, NormalSampler, seedOf } from './random';
-import { RoutingStrategy, StrategyContext, StrategyResult, withLazyDraws } from './strategy';
+import { learnedInsight } from './learned-insight';
+import { argmax, asCandidate, byScore, drawWinnersUnder, explorationScale, LearnedScorer, RouterParams } from './learned-score';
+import { NormalSampler } from './random';
+import { RoutingStrategy, StrategyContext, StrategyResult } from './strategy';
 
 /**
  * `feedback_driven` (DESIGN §6): candidates scored by LearnedScorer's posterior; the order is
@@ -58,25 +59,11 @@ export class FeedbackDrivenStrategy implements RoutingStrategy {
 
     return {
       ordered: order.map((i) => asCandidate(a[i])),
-      insight: withLazyDraws(
-        {
-          routerInvoked: true,
-          phase: selected.phase,
-          weights: selected.weights,
-          usedSharedPoolPrior: selected.priorSource === 'pool',
-          evidence: evidenceOf(selected, a),
-        },
-        () => {
-          let raw = 1;
-          let exploration = 0;
-          if (a.length > 1) {
-            const k = this.params.confidence_draws;
-            const [posterior, live] = drawWinnersUnder(a, k, mulberry32(seedOf(ctx.input.requestId)), argmax, [a.map(() => 1), scale]);
-            raw = posterior[order[0]] / k;
-            exploration = 1 - live[byMean[0]] / k;
-          }
-          const { confidence, reason } = capConfidence(raw, a.length, this.scorer.orgSamples(orgId), selected, this.params.n_min, this.params.confidence_caps);
-          return { confidence, confidenceReason: reason, explorationRateEffective: exploration };
+      insight: learnedInsight(
+        { scorer: this.scorer, params: this.params, ctx, all: a, selected, phase: selected.phase, weights: selected.weights },
+        (k, random) => {
+          const [posterior, live] = drawWinnersUnder(a, k, random, argmax, [a.map(() => 1), scale]);
+          return { raw: posterior[order[0]] / k, explorationRateEffective: 1 - live[byMean[0]] / k };
         },
       ),
     };

@@ -1,8 +1,8 @@
 import type { ModelSpec, TargetRef } from '../../config/gateway-config';
 import { estimateCost } from './cost';
-import { asCandidate, byScore, capConfidence, drawWinners, evidenceOf, LearnedScorer, RouterParams } from './learned-score';
-import { mulberry32, seedOf } from './random';
-import { RoutingStrategy, StrategyContext, StrategyResult, withLazyDraws } from './strategy';
+import { learnedInsight } from './learned-insight';
+import { asCandidate, byScore, drawWinners, LearnedScorer, RouterParams } from './learned-score';
+import { RoutingStrategy, StrategyContext, StrategyResult } from './strategy';
 
 /**
  * The smart_cost rule over a set of scores: among the candidates whose score is within `tolerance`
@@ -69,17 +69,11 @@ export class SmartCostStrategy implements RoutingStrategy {
 
     return {
       ordered: order.map((i) => asCandidate(a[i])),
-      insight: withLazyDraws(
-        { routerInvoked: true, phase: null, weights: null, usedSharedPoolPrior: selected.priorSource === 'pool', evidence: evidenceOf(selected, a) },
-        () => {
-          let raw = 1;
-          if (a.length > 1) {
-            const k = this.params.confidence_draws;
-            const wins = drawWinners(a, k, mulberry32(seedOf(ctx.input.requestId)), (theta) => cheapestWithinTolerance(theta, costs, tolerance));
-            raw = wins[pick] / k;
-          }
-          const { confidence, reason } = capConfidence(raw, a.length, this.scorer.orgSamples(orgId), selected, this.params.n_min, this.params.confidence_caps);
-          return { confidence, confidenceReason: reason, explorationRateEffective: 0 };
+      insight: learnedInsight(
+        { scorer: this.scorer, params: this.params, ctx, all: a, selected, phase: null, weights: null },
+        (k, random) => {
+          const wins = drawWinners(a, k, random, (theta) => cheapestWithinTolerance(theta, costs, tolerance));
+          return { raw: wins[pick] / k, explorationRateEffective: 0 };
         },
       ),
     };
