@@ -303,6 +303,8 @@ describe('decision traces', () => {
       selected_model: 'embed-ha',
       fallback_used: true,
       attempts: 2,
+      // The first target's 503, for the learning loop's success rate (README "Feedback and the learning loop").
+      failed_attempts: [{ provider: 'openai', model: 'embed-ha', error: 'status', status: 503 }],
       status: 200,
       prompt_tokens: tokens('EMBED-MARKER-9931 secret text'),
     });
@@ -318,7 +320,16 @@ describe('decision traces', () => {
     spare.next({ errorStatus: 500 });
     await post({ model: 'embed-ha', input: 'x' }, { 'x-request-id': 'req-embed-trace-3' });
     const [failed] = await rowsOf('req-embed-trace-3');
-    expect(failed).toMatchObject({ endpoint: 'embeddings', status: 502, error_code: 'upstream_error', selected_provider: null });
+    expect(failed).toMatchObject({
+      endpoint: 'embeddings',
+      status: 502,
+      error_code: 'upstream_error',
+      selected_provider: null,
+      failed_attempts: [
+        { provider: 'openai', model: 'embed-ha', error: 'status', status: 500 },
+        { provider: 'spare', model: 'embed-ha', error: 'status', status: 500 },
+      ],
+    });
   });
 });
 

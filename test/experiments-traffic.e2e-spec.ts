@@ -240,6 +240,7 @@ function seedTraces(t: TestApp, experimentId: string, orgId: string, seeds: Trac
       selectedModel: s.model,
       fallbackUsed: s.arm.endsWith('_fallback'),
       attempts: 1,
+      failedAttempts: null,
       experimentId,
       experimentArm: s.arm,
       status: s.status ?? 200,

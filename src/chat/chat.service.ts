@@ -11,7 +11,16 @@ import type { TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
 import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
-import { CapabilityCheck, ClientGoneError, settleFailure, Dispatched, DispatcherService, providersUnavailable } from '../routing/dispatcher.service';
+import {
+  CapabilityCheck,
+  ClientGoneError,
+  settleFailure,
+  Dispatched,
+  DispatcherService,
+  FailedAttempt,
+  providersUnavailable,
+  tracedFailedAttempts,
+} from '../routing/dispatcher.service';
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
@@ -56,6 +65,8 @@ interface Outcome {
   ttftMs?: number;
   status: number;
   errorCode?: string;
+  /** Set by settleFailure: the failed upstream calls of a request that none served. */
+  failedAttempts?: readonly FailedAttempt[];
 }
 
 /**
@@ -238,6 +249,7 @@ export class ChatService {
       selectedModel: d?.target.model ?? null,
       fallbackUsed: d?.fallbackUsed ?? false,
       attempts: d?.attempts ?? 0,
+      failedAttempts: tracedFailedAttempts(d, o),
       experimentId: split.experimentId,
       experimentArm: this.experiments.traceArm(split, d?.target),
       status: o.status,

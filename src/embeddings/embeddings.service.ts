@@ -11,7 +11,7 @@ import { usageCost } from '../routing/strategies/cost';
 import { LimitsService } from '../limits/limits.service';
 import type { EmbeddingResult } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
-import { CapabilityCheck, settleFailure, Dispatched, DispatcherService } from '../routing/dispatcher.service';
+import { CapabilityCheck, settleFailure, Dispatched, DispatcherService, FailedAttempt, tracedFailedAttempts } from '../routing/dispatcher.service';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { parseEmbeddingsBody } from './embeddings-request';
 import { embeddingsBody, modelNotSupportedBody } from './embeddings.mapper';
@@ -56,6 +56,8 @@ interface Outcome {
   dispatched?: Dispatched<EmbeddingResult>;
   status: number;
   errorCode?: string;
+  /** Set by settleFailure: the failed upstream calls of a request that none served. */
+  failedAttempts?: readonly FailedAttempt[];
 }
 
 /**
@@ -121,6 +123,7 @@ export class EmbeddingsService {
       selectedModel: d?.target.model ?? null,
       fallbackUsed: d?.fallbackUsed ?? false,
       attempts: d?.attempts ?? 0,
+      failedAttempts: tracedFailedAttempts(d, o),
       experimentId: null,
       experimentArm: null,
       status: o.status,

@@ -46,7 +46,7 @@ class FakeDispatcher {
     if (this.behaviour === 'error') throw new GatewayError('upstream_error', 'The upstream providers failed (last upstream status 503).', { cause: new UpstreamError('status', 'x', { status: 503 }) });
     if (this.behaviour === 'throw') throw new TypeError('bug');
     const adapter = { chat: async () => result } as unknown as ProviderAdapter;
-    return { value: await attempt(adapter, upstream), target: plan[0], upstream, attempts: 1, fallbackUsed: false };
+    return { value: await attempt(adapter, upstream), target: plan[0], upstream, attempts: 1, fallbackUsed: false, failedAttempts: [] };
   }
 }
 

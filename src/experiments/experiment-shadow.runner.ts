@@ -157,6 +157,8 @@ export class ExperimentShadowRunner implements BeforeApplicationShutdown {
       fallbackUsed: false,
       // A failed copy reached the upstream unless the breaker or a capability stopped it first.
       attempts: d?.attempts ?? (errorCode?.startsWith('upstream_') ? 1 : 0),
+      // One target, named as selected whether it served or failed: its failure is already the trace's.
+      failedAttempts: null,
       experimentId,
       experimentArm: 'candidate',
       status,

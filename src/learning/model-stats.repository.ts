@@ -29,6 +29,9 @@ const CLEAR = 'DELETE FROM model_stats';
  *
  *   served     traces of the window (created_at ≥ now − window) that name the pair that answered;
  *              ok = status 2xx.
+ *   tried      served, plus one row per failed attempt of a trace of the window (its `failed_attempts`:
+ *              a target that failed before another served, or every target of a request none
+ *              served), each a request of its pair with ok = false and no latency or cost.
  *   attributed one row per (org, session, provider, model) that answered at least one chat request
  *              of the session successfully. A session served by several pairs gives each of them the
  *              whole sample (weight 1, counted once per pair however many requests it served):
@@ -36,11 +39,13 @@ const CLEAR = 'DELETE FROM model_stats';
  *   samples    attributed pairs joined to their session's feedback, when that feedback was last given
  *              inside the window (updated_at ≥ now − window). A failed request attributes nothing.
  *   fb, req    grouped per (org, provider, model) and, with GROUPING SETS, per (provider, model)
- *              across organisations: the shared pool, org_id '*' (no real org id can be '*').
+ *              across organisations: the shared pool, org_id '*' (no real org id can be '*'). fb is
+ *              over samples, req over tried: a failed attempt counts as a request, never as feedback.
  *
  * Variances are population variances (var_pop): defined from one sample, and for the 0/1 useful flag
  * equal to rate·(1 − rate). Latency percentiles (percentile_cont, linear interpolation) and the mean
- * cost are over successful requests; the success rate is over all requests of the window.
+ * cost are over successful requests; the success rate is over all requests of the window, failed
+ * attempts included.
  * $1 window in seconds, $2 score weight, $3 useful weight.
  */
 const RECOMPUTE = `
@@ -52,6 +57,16 @@ const RECOMPUTE = `
            (t.status BETWEEN 200 AND 299) AS ok, t.latency_ms, t.cost_usd
     FROM decision_traces t CROSS JOIN win
     WHERE t.created_at >= win.start AND t.selected_provider IS NOT NULL AND t.selected_model IS NOT NULL
+  ),
+  tried AS (
+    SELECT org_id, provider, model, ok, latency_ms, cost_usd FROM served
+    UNION ALL
+    SELECT t.org_id, a.provider, a.model, false, NULL::float8, NULL::float8
+    FROM decision_traces t
+    CROSS JOIN win
+    CROSS JOIN LATERAL jsonb_to_recordset(t.failed_attempts) AS a(provider text, model text)
+    WHERE t.created_at >= win.start AND t.failed_attempts IS NOT NULL
+      AND a.provider IS NOT NULL AND a.model IS NOT NULL
   ),
   attributed AS (
     SELECT DISTINCT org_id, session_id, provider, model
@@ -90,7 +105,7 @@ const RECOMPUTE = `
            percentile_cont(0.9) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE ok) AS latency_p90_ms,
            percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE ok) AS latency_p99_ms,
            avg(cost_usd) FILTER (WHERE ok) AS cost_mean_usd
-    FROM served
+    FROM tried
     GROUP BY GROUPING SETS ((org_id, provider, model), (provider, model))
   )
   INSERT INTO model_stats (

@@ -28,9 +28,13 @@ export interface ModelStats {
   /** Share of sessions marked useful, and its variance (rate·(1 − rate)). */
   usefulRate: number;
   usefulVar: number;
-  /** Share of requests (traces) that succeeded (status 2xx), over all traces of the model in the window. */
+  /**
+   * Share of requests that succeeded (status 2xx), over all requests of the model in the window: the
+   * traces naming it and its failed attempts (a call that failed before another target served, or
+   * one of a request no target served), which count as failures.
+   */
   successRate: number;
-  /** Traces of the model in the window (every endpoint, every status). */
+  /** Requests of the model in the window (every endpoint, every status): traces naming it plus its failed attempts. */
   requests: number;
   /** Latency percentiles and mean cost over the successful requests; null when there were none (or no cost known). */
   latencyP50Ms: number | null;

@@ -8,7 +8,7 @@ import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-brea
 import type { ChatRequest } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
-import { ClientGoneError, DispatcherService } from './dispatcher.service';
+import { ClientGoneError, DispatchError, DispatcherService } from './dispatcher.service';
 
 const T0 = 1_750_000_000_000;
 const REQ: ChatRequest = { messages: [{ role: 'user', content: 'Say hello.' }] };
@@ -118,5 +118,106 @@ describe('DispatcherService and the half-open probe', () => {
     fake.next({});
     await expect(chat(new AbortController().signal)).resolves.toMatchObject({ attempts: 1 });
     expect((await breakers.states()).up).toEqual({ state: 'closed', consecutiveFailures: 0 });
+  });
+});
+
+/**
+ * The failed attempts dispatch reports (README "Feedback and the learning loop"): what the trace
+ * records so the learning loop counts a target that failed and was rescued by the next one.
+ */
+describe('DispatcherService: the attempts that failed', () => {
+  let flaky: OpenAiFake;
+  let steady: OpenAiFake;
+  let store: MemoryCacheStore;
+  let registry: ProviderRegistry;
+  let breakers: CircuitBreakerService;
+  let dispatcher: DispatcherService;
+
+  const FLAKY = { provider: 'flaky', model: 'f' };
+  const SLOW = { provider: 'slow', model: 'w' };
+  const GONE = { provider: 'gone', model: 'g' };
+  const STEADY = { provider: 'steady', model: 's' };
+
+  beforeEach(async () => {
+    flaky = await new OpenAiFake().start();
+    steady = await new OpenAiFake().start();
+    store = new MemoryCacheStore();
+    // `gone` points at a port nothing listens on (a network failure); `slow` gives up after 100 ms.
+    const config = new AppConfig(
+      loadEnv({}),
+      loadGatewayConfig(
+        `providers:
+  flaky: { family: openai, base_url: "${flaky.url}", api_key: sk-test }
+  slow: { family: openai, base_url: "${flaky.url}", api_key: sk-test, timeouts: { total_ms: 100 } }
+  gone: { family: openai, base_url: "http://127.0.0.1:1", api_key: sk-test }
+  steady: { family: openai, base_url: "${steady.url}", api_key: sk-test }
+models:
+  f: { provider: flaky, type: chat }
+  w: { provider: slow, type: chat }
+  g: { provider: gone, type: chat }
+  s: { provider: steady, type: chat }
+`,
+        {},
+      ),
+    );
+    const metrics = new MetricsService();
+    registry = new ProviderRegistry(config);
+    breakers = new CircuitBreakerService(store, metrics, { pino: pino({ level: 'silent' }) }, config);
+    dispatcher = new DispatcherService(registry, breakers, metrics);
+  });
+  afterEach(async () => {
+    registry.onApplicationShutdown();
+    await breakers.onModuleDestroy();
+    await store.close();
+    await flaky.stop();
+    await steady.stop();
+  });
+
+  const chat = (plan: Array<{ provider: string; model: string }>, signal = new AbortController().signal) =>
+    dispatcher.run(plan, signal, () => undefined, (adapter, target) => adapter.chat(REQ, { target, signal, requestId: 'req-failed-attempts' }));
+
+  it('a served request lists the calls that failed before it, in order: kind and status, no upstream text', async () => {
+    flaky.next({ errorStatus: 503 }, { stallBeforeHeadersMs: 500 });
+    steady.next({});
+    const served = await chat([FLAKY, GONE, SLOW, STEADY]);
+    expect(served).toMatchObject({ target: STEADY, attempts: 4, fallbackUsed: true });
+    expect(served.failedAttempts).toEqual([
+      { ...FLAKY, error: 'status', status: 503 },
+      { ...GONE, error: 'network', status: null },
+      { ...SLOW, error: 'timeout', status: null },
+    ]);
+
+    steady.next({});
+    await expect(chat([STEADY])).resolves.toMatchObject({ attempts: 1, fallbackUsed: false, failedAttempts: [] });
+  });
+
+  it('every target failed: the error carries every failed call, the last one included', async () => {
+    flaky.next({ errorStatus: 429 });
+    steady.next({ errorStatus: 500 });
+    const err = await chat([FLAKY, STEADY]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DispatchError);
+    expect(err).toMatchObject({ code: 'upstream_error', status: 502 });
+    expect((err as DispatchError).failedAttempts).toEqual([
+      { ...FLAKY, error: 'status', status: 429 },
+      { ...STEADY, error: 'status', status: 500 },
+    ]);
+  });
+
+  it('a target that rejects the request (its fault, not the provider\'s) is not listed; those that failed before it are', async () => {
+    flaky.next({ errorStatus: 503 });
+    steady.next({ errorStatus: 400 });
+    const err = await chat([FLAKY, STEADY]).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'upstream_invalid_request', failedAttempts: [{ ...FLAKY, error: 'status', status: 503 }] });
+  });
+
+  it('a client that goes away is no failure of the provider it was waiting on; earlier failures still ride on the error', async () => {
+    flaky.next({ errorStatus: 503 });
+    steady.next({ stallBeforeHeadersMs: 300 });
+    const ac = new AbortController();
+    const pending = chat([FLAKY, STEADY], ac.signal);
+    setTimeout(() => ac.abort(), 50);
+    const err = await pending.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ClientGoneError);
+    expect((err as ClientGoneError).failedAttempts).toEqual([{ ...FLAKY, error: 'status', status: 503 }]);
   });
 });

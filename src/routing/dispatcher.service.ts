@@ -6,10 +6,23 @@ import { MetricsService } from '../metrics/metrics.service';
 import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
 import type { AdapterCapabilities, ProviderAdapter, UpstreamTarget } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
-import { UpstreamError } from '../providers/upstream-error';
+import { UpstreamError, UpstreamErrorKind } from '../providers/upstream-error';
 
 /** The request can't be served by this target (a capability it lacks); names the request field. */
 export type CapabilityCheck = (caps: AdapterCapabilities) => string | undefined;
+
+/**
+ * An upstream call that failed through the provider's fault (a fallback trigger, DESIGN §5): which
+ * target, and how — the error kind, and the status when it was one. Never any upstream body text.
+ * Recorded on the decision trace so the learning loop counts it against the target (README
+ * "Feedback and the learning loop").
+ */
+export interface FailedAttempt {
+  provider: string;
+  model: string;
+  error: Exclude<UpstreamErrorKind, 'aborted'>;
+  status: number | null;
+}
 
 export interface Dispatched<T> {
   value: T;
@@ -19,31 +32,59 @@ export interface Dispatched<T> {
   attempts: number;
   /** A target before the one that served was unavailable (failed, or its breaker open). */
   fallbackUsed: boolean;
+  /** The upstream calls that failed before the one that served, in order. */
+  failedAttempts: FailedAttempt[];
 }
 
 /** The client went away: nothing more is tried and nothing can be sent. */
 export class ClientGoneError extends Error {
-  constructor() {
+  /** `failedAttempts`: the targets that had failed before the client went away (not the one it left during). */
+  constructor(readonly failedAttempts: readonly FailedAttempt[] = []) {
     super('client went away');
   }
 }
 
+/** Dispatch found no target to serve the request; `failedAttempts` are its upstream calls that failed, in order. */
+export class DispatchError extends GatewayError {
+  constructor(
+    readonly failedAttempts: readonly FailedAttempt[],
+    ...args: ConstructorParameters<typeof GatewayError>
+  ) {
+    super(...args);
+  }
+}
+
+export interface FailureOutcome {
+  status: number;
+  errorCode: string;
+  clientGone: boolean;
+  failedAttempts: readonly FailedAttempt[];
+}
+
 /** How a failed request is traced: 499 for a client that went away (nothing to answer), else the error's status and code. */
-export function failureOutcome(err: unknown): { status: number; errorCode: string; clientGone: boolean } {
-  if (err instanceof ClientGoneError) return { status: 499, errorCode: 'client_closed', clientGone: true };
-  if (err instanceof GatewayError) return { status: err.status, errorCode: err.code, clientGone: false };
-  return { status: 500, errorCode: 'internal', clientGone: false };
+export function failureOutcome(err: unknown): FailureOutcome {
+  const failedAttempts = err instanceof ClientGoneError || err instanceof DispatchError ? err.failedAttempts : [];
+  if (err instanceof ClientGoneError) return { status: 499, errorCode: 'client_closed', clientGone: true, failedAttempts };
+  if (err instanceof GatewayError) return { status: err.status, errorCode: err.code, clientGone: false, failedAttempts };
+  return { status: 500, errorCode: 'internal', clientGone: false, failedAttempts };
 }
 
 /**
  * Records a failed request's outcome for its trace; a client that went away ends the request quietly
  * (there is no one to answer), anything else is rethrown to the exception filter.
  */
-export function settleFailure(outcome: { status: number; errorCode?: string }, err: unknown): void {
+export function settleFailure(outcome: { status: number; errorCode?: string; failedAttempts?: readonly FailedAttempt[] }, err: unknown): void {
   const failure = failureOutcome(err);
   outcome.status = failure.status;
   outcome.errorCode = failure.errorCode;
+  outcome.failedAttempts = failure.failedAttempts;
   if (!failure.clientGone) throw err;
+}
+
+/** The trace's `failedAttempts`: the served request's, else those its failure carried; null when none failed. */
+export function tracedFailedAttempts(dispatched: Dispatched<unknown> | undefined, outcome: { failedAttempts?: readonly FailedAttempt[] }): readonly FailedAttempt[] | null {
+  const list = dispatched?.failedAttempts ?? outcome.failedAttempts ?? [];
+  return list.length > 0 ? list : null;
 }
 
 /**
@@ -61,7 +102,7 @@ export function providersUnavailable(reopensInMs: number | undefined): GatewayEr
  * provider is misconfigured). A broken stream (protocol) counts as a server fault. Other 4xx are the
  * request's fault: no fallback, 400 `upstream_invalid_request`.
  */
-export function isFallbackTrigger(err: UpstreamError): boolean {
+export function isFallbackTrigger(err: UpstreamError): err is UpstreamError & { readonly kind: FailedAttempt['error'] } {
   if (err.kind === 'network' || err.kind === 'timeout' || err.kind === 'protocol') return true;
   if (err.kind !== 'status' || err.status === undefined) return false;
   const s = err.status;
@@ -103,11 +144,12 @@ export class DispatcherService {
     let unsupported: string | undefined;
     let supportedTargets = 0;
     let last: UpstreamError | undefined;
+    const failed: FailedAttempt[] = [];
     /** Shortest time left (ms) of the open breakers that rejected; 0 when one was half-open with its probe out. */
     let reopensInMs: number | undefined;
 
     for (const ref of plan) {
-      if (signal.aborted) throw new ClientGoneError();
+      if (signal.aborted) throw new ClientGoneError(failed);
       const upstream = this.registry.target(ref);
       const adapter = this.registry.adapterFor(upstream.provider);
       const lacking = supports(adapter.capabilities(upstream));
@@ -129,14 +171,14 @@ export class DispatcherService {
         void this.breakers.record(ref.provider, true, permit === 'probe');
         this.attemptsTotal.inc({ provider: ref.provider, outcome: 'ok' });
         if (unavailable) this.fallbacks.inc();
-        return { value, target: ref, upstream, attempts, fallbackUsed: unavailable };
+        return { value, target: ref, upstream, attempts, fallbackUsed: unavailable, failedAttempts: failed };
       } catch (err) {
         if (signal.aborted || (err instanceof UpstreamError && err.kind === 'aborted')) {
           // No verdict on the provider. A half-open probe's lease is given back, or the provider
           // would get no probe until the lease ran out (probeLeaseMs).
           if (permit === 'probe') void this.breakers.release(ref.provider);
           this.attemptsTotal.inc({ provider: ref.provider, outcome: 'aborted' });
-          throw new ClientGoneError();
+          throw new ClientGoneError(failed);
         }
         if (!(err instanceof UpstreamError)) {
           // Our own fault, not the provider's: no verdict, and a probe's lease is given back.
@@ -147,10 +189,11 @@ export class DispatcherService {
           // The request's fault, not the provider's: the breaker is not charged.
           void this.breakers.record(ref.provider, true, permit === 'probe');
           this.attemptsTotal.inc({ provider: ref.provider, outcome: 'rejected' });
-          throw new GatewayError('upstream_invalid_request', `The upstream provider rejected the request (status ${err.status}).`, { cause: err });
+          throw new DispatchError(failed, 'upstream_invalid_request', `The upstream provider rejected the request (status ${err.status}).`, { cause: err });
         }
         void this.breakers.record(ref.provider, false, permit === 'probe');
         this.attemptsTotal.inc({ provider: ref.provider, outcome: err.kind });
+        failed.push({ provider: ref.provider, model: ref.model, error: err.kind, status: err.status ?? null });
         last = err;
         unavailable = true;
       }
@@ -164,8 +207,8 @@ export class DispatcherService {
     if (attempts === 0 && supportedTargets > 0) {
       throw providersUnavailable(reopensInMs);
     }
-    if (last?.kind === 'timeout') throw new GatewayError('upstream_timeout', undefined, { cause: last });
+    if (last?.kind === 'timeout') throw new DispatchError(failed, 'upstream_timeout', undefined, { cause: last });
     const status = last?.status ? `last upstream status ${last.status}` : `last failure: ${last?.kind ?? 'none'}`;
-    throw new GatewayError('upstream_error', `The upstream providers failed (${status}).`, { cause: last });
+    throw new DispatchError(failed, 'upstream_error', `The upstream providers failed (${status}).`, { cause: last });
   }
 }

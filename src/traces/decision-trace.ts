@@ -1,3 +1,5 @@
+import type { FailedAttempt } from '../routing/dispatcher.service';
+
 /**
  * What is recorded about one request (DESIGN §7). Deliberately no prompt or completion text: the
  * type has no field that could carry it.
@@ -16,6 +18,11 @@ export interface DecisionTrace {
   selectedModel: string | null;
   fallbackUsed: boolean;
   attempts: number;
+  /**
+   * Upstream calls that failed before the one that served or, when none served, all of them; null
+   * when none failed. The learning loop counts each as a failed request of its target.
+   */
+  failedAttempts: readonly FailedAttempt[] | null;
   experimentId: string | null;
   experimentArm: string | null;
   status: number;

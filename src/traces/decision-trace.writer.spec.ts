@@ -7,6 +7,7 @@ import { describeWithPostgres } from '../../test/support/real-servers';
 import { MetricsService } from '../metrics/metrics.service';
 import { PgSqlStore } from '../stores/sql/pg-sql.store';
 import { SqlExecutor, SqlResult, SqlStore } from '../stores/sql/sql-store';
+import type { FailedAttempt } from '../routing/dispatcher.service';
 import { DecisionTrace, DecisionTraceSink } from './decision-trace';
 import { DecisionTraceWriter, DecisionTraceWriterOptions } from './decision-trace.writer';
 import { DecisionTracesRepository } from './decision-traces.repository';
@@ -32,6 +33,7 @@ function makeTrace(over: Partial<DecisionTrace> = {}): DecisionTrace {
     selectedModel: 'claude-haiku',
     fallbackUsed: true,
     attempts: 2,
+    failedAttempts: [{ provider: 'openai', model: 'gpt-4o-mini', error: 'status', status: 503 }],
     experimentId: '7f1c2a4e-1b2c-4d3e-8f90-123456789abc',
     experimentArm: 'candidate',
     status: 200,
@@ -102,7 +104,7 @@ interface Row {
 
 const SELECT = `SELECT request_id, org_id, api_key_id, session_id, endpoint, requested_model, route, strategy, candidates,
   selected_provider, selected_model, fallback_used, attempts, experiment_id, experiment_arm, status, error_code, latency_ms,
-  ttft_ms, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, finish_reason, created_at FROM decision_traces ORDER BY id`;
+  ttft_ms, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, finish_reason, created_at, failed_attempts FROM decision_traces ORDER BY id`;
 
 function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cleanup(): Promise<void> }>): void {
   describe(`DecisionTraceWriter on ${name}`, () => {
@@ -127,7 +129,7 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
       const { writer, rows } = await rig();
       const t = makeTrace();
       writer.record(t);
-      writer.record(makeTrace({ requestId: 'req-nulls', sessionId: null, route: null, strategy: null, candidates: null, selectedProvider: null, selectedModel: null, fallbackUsed: false, attempts: 0, experimentId: null, experimentArm: null, status: 404, errorCode: 'model_not_found', ttftMs: null, promptTokens: null, completionTokens: null, reasoningTokens: null, costUsd: null, finishReason: null, endpoint: 'embeddings' }));
+      writer.record(makeTrace({ requestId: 'req-nulls', sessionId: null, route: null, strategy: null, candidates: null, selectedProvider: null, selectedModel: null, fallbackUsed: false, attempts: 0, failedAttempts: null, experimentId: null, experimentArm: null, status: 404, errorCode: 'model_not_found', ttftMs: null, promptTokens: null, completionTokens: null, reasoningTokens: null, costUsd: null, finishReason: null, endpoint: 'embeddings' }));
       await writer.flush();
       const [full, nulls] = await rows();
       expect(full).toEqual({
@@ -147,6 +149,7 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
         selected_model: 'claude-haiku',
         fallback_used: true,
         attempts: 2,
+        failed_attempts: [{ provider: 'openai', model: 'gpt-4o-mini', error: 'status', status: 503 }],
         experiment_id: '7f1c2a4e-1b2c-4d3e-8f90-123456789abc',
         experiment_arm: 'candidate',
         status: 200,
@@ -168,6 +171,7 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
         selected_provider: null,
         fallback_used: false,
         attempts: 0,
+        failed_attempts: null,
         experiment_id: null,
         status: 404,
         error_code: 'model_not_found',
@@ -204,11 +208,15 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
 
     it('stores values the table would refuse as NULL instead of losing the batch', async () => {
       const { writer, rows } = await rig();
-      writer.record(makeTrace({ requestId: 'odd', experimentId: 'not-a-uuid', latencyMs: Number.NaN, attempts: 1.6, costUsd: Number.POSITIVE_INFINITY, sessionId: 'a\u0000b', createdAt: new Date('nope') }));
-      writer.record(makeTrace({ requestId: 'fine' }));
+      // A failed attempt carrying more than its four fields (an upstream message) stores only those four.
+      const leaky = { provider: 'openai', model: 'gpt-4o-mini', error: 'network', status: Number.NaN, detail: 'upstream said: secret' } as unknown as FailedAttempt;
+      writer.record(makeTrace({ requestId: 'odd', experimentId: 'not-a-uuid', latencyMs: Number.NaN, attempts: 1.6, costUsd: Number.POSITIVE_INFINITY, sessionId: 'a\u0000b', createdAt: new Date('nope'), failedAttempts: [leaky] }));
+      writer.record(makeTrace({ requestId: 'fine', failedAttempts: [] }));
       await writer.flush();
       const [odd, fine] = await rows();
       expect(odd).toMatchObject({ request_id: 'odd', experiment_id: null, latency_ms: 0, attempts: 2, cost_usd: null, session_id: 'ab' });
+      expect(odd.failed_attempts).toEqual([{ provider: 'openai', model: 'gpt-4o-mini', error: 'network', status: null }]);
+      expect(fine.failed_attempts).toBeNull();
       expect(odd.created_at).toBeInstanceOf(Date);
       expect(fine.request_id).toBe('fine');
     });

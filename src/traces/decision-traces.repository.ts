@@ -11,14 +11,14 @@ const INSERT_TRACES = `
     request_id, org_id, api_key_id, session_id, endpoint, requested_model, route, strategy, candidates,
     selected_provider, selected_model, fallback_used, attempts, experiment_id, experiment_arm,
     status, error_code, latency_ms, ttft_ms, prompt_tokens, completion_tokens, reasoning_tokens,
-    cost_usd, finish_reason, created_at)
+    cost_usd, finish_reason, created_at, failed_attempts)
   SELECT * FROM unnest(
     $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[],
     $10::text[], $11::text[], $12::boolean[], $13::integer[], $14::uuid[], $15::text[],
     $16::integer[], $17::text[], $18::float8[], $19::float8[], $20::integer[], $21::integer[], $22::integer[],
-    $23::float8[], $24::text[], $25::timestamptz[])`;
+    $23::float8[], $24::text[], $25::timestamptz[], $26::jsonb[])`;
 
-const COLUMNS = 25;
+const COLUMNS = 26;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const INT_MAX = 2_147_483_647;
 
@@ -30,6 +30,12 @@ const int = (v: number | null | undefined): number | null => {
 // Postgres text cannot hold NUL.
 const str = (v: unknown): string => String(v).replace(/\u0000/g, '');
 const text = (v: string | null | undefined): string | null => (typeof v === 'string' ? str(v) : null);
+
+/** Only the four fields of each failed attempt are stored (no upstream text can ride along); none is NULL. */
+function failedAttemptsJson(list: DecisionTrace['failedAttempts']): string | null {
+  if (!Array.isArray(list) || list.length === 0) return null;
+  return JSON.stringify(list.map((a) => ({ provider: str(a.provider), model: str(a.model), error: str(a.error), status: int(a.status) })));
+}
 
 /*
  * A trace becomes one row of column values. Values the table would refuse become NULL (or a neutral
@@ -63,6 +69,7 @@ function toRow(t: DecisionTrace): unknown[] {
     num(t.costUsd),
     text(t.finishReason),
     created.toISOString(),
+    failedAttemptsJson(t.failedAttempts),
   ];
 }
 

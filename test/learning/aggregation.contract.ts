@@ -4,6 +4,7 @@
  * "aggregation on both SQL adapters").
  */
 import type { ModelStats } from '../../src/learning/model-stats';
+import type { FailedAttempt } from '../../src/routing/dispatcher.service';
 import { ModelStatsRepository } from '../../src/learning/model-stats.repository';
 import { StatsSnapshotService } from '../../src/learning/stats-snapshot.service';
 import type { SqlExecutor, SqlStore } from '../../src/stores/sql/sql-store';
@@ -22,21 +23,26 @@ let seq = 0;
 interface TraceSeed {
   org: string;
   session: string | null;
-  provider: string;
-  model: string;
+  /** null: no target served (every one tried failed). */
+  provider: string | null;
+  model: string | null;
   status?: number;
   latency: number;
   cost?: number | null;
   endpoint?: 'chat' | 'embeddings';
   ageHours?: number;
+  failed?: FailedAttempt[];
 }
 
 async function trace(sql: SqlExecutor, t: TraceSeed): Promise<void> {
   await sql.query(
     `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, selected_provider,
-       selected_model, status, latency_ms, cost_usd, created_at)
-     VALUES ($1, $2, 'k', $3, $4, $5, $6, $5, $7, $8, $9, now() - $10::float8 * interval '1 hour')`,
-    [`req-${seq++}`, t.org, t.session, t.endpoint ?? 'chat', t.model, t.provider, t.status ?? 200, t.latency, t.cost ?? null, t.ageHours ?? 1],
+       selected_model, status, latency_ms, cost_usd, created_at, failed_attempts)
+     VALUES ($1, $2, 'k', $3, $4, COALESCE($5, 'auto'), $6, $5, $7, $8, $9, now() - $10::float8 * interval '1 hour', $11::jsonb)`,
+    [
+      `req-${seq++}`, t.org, t.session, t.endpoint ?? 'chat', t.model, t.provider, t.status ?? 200, t.latency, t.cost ?? null, t.ageHours ?? 1,
+      t.failed ? JSON.stringify(t.failed) : null,
+    ],
   );
 }
 
@@ -250,6 +256,54 @@ export function aggregationContract(name: string, open: () => Promise<Aggregatio
       const after = await repo.loadAll();
       expect(after.filter((r) => r.model === 'm-c')).toEqual([]);
       expect(after).toHaveLength(EXPECTED.length - 2);
+    });
+
+    it('counts each failed attempt as a failed request of its target, and attributes feedback only to the one that served', async () => {
+      const a503: FailedAttempt = { provider: 'p1', model: 'm-a', error: 'status', status: 503 };
+      const aTimeout: FailedAttempt = { provider: 'p1', model: 'm-a', error: 'timeout', status: null };
+      // acme f1: m-a failed twice (two of its targets' calls, e.g. a comma list naming it twice), then m-b served.
+      await trace(h.store, { org: 'acme', session: 'f1', provider: 'p2', model: 'm-b', latency: 300, cost: 0.01, failed: [a503, aTimeout] });
+      await feedback(h.store, 'acme', 'f1', 8, true);
+      // Outside the window: its failed attempt counts no more than its trace.
+      await trace(h.store, { org: 'acme', session: 'old', provider: 'p2', model: 'm-b', latency: 1, failed: [a503], ageHours: 40 * DAY_HOURS });
+      await repo.recompute(PARAMS);
+
+      // m-a: requests 2, none ok; no latency or cost (they are over successful requests); no feedback (n 0).
+      const acmeFailedA = row({ orgId: 'acme', provider: 'p1', model: 'm-a', requests: 2, successRate: 0 });
+      // m-b: 1 of 1 ok, f1's feedback y = 0.6·0.8 + 0.4 = 0.88 (score 8: a passive).
+      const acmeServedB = row({
+        orgId: 'acme', provider: 'p2', model: 'm-b', n: 1, outcomeMean: 0.88, scoreMean: 0.8, usefulRate: 1, latencyP50Ms: 300,
+        latencyP90Ms: 300, latencyP99Ms: 300, costMeanUsd: 0.01, npsPassives: 1,
+      });
+      expectTable(await repo.loadAll(), [acmeFailedA, acmeServedB, { ...acmeFailedA, orgId: '*' }, { ...acmeServedB, orgId: '*' }]);
+
+      // acme f2: every target failed (m-a on the network, m-b with a 500); none is named as selected.
+      // beta g1: m-a failed, then m-b served.
+      await trace(h.store, {
+        org: 'acme', session: 'f2', provider: null, model: null, status: 502, latency: 900,
+        failed: [{ provider: 'p1', model: 'm-a', error: 'network', status: null }, { provider: 'p2', model: 'm-b', error: 'status', status: 500 }],
+      });
+      await feedback(h.store, 'acme', 'f2', 0, false);
+      await trace(h.store, { org: 'beta', session: 'g1', provider: 'p2', model: 'm-b', latency: 100, cost: 0.02, failed: [a503] });
+      await repo.recompute(PARAMS);
+      const second = await repo.loadAll();
+      await repo.recompute(PARAMS);
+      expect(stable(await repo.loadAll())).toEqual(stable(second));
+
+      // acme m-a 3 requests, 0 ok; acme m-b 2 requests (f1 ok, f2's failure), n still 1 (f2 attributes nothing).
+      // beta m-a 1 request, 0 ok; beta m-b 1 of 1. Pool: m-a 4 requests, 0 ok; m-b 3, 2 ok, latencies 100 and 300.
+      const betaFailedA = row({ orgId: 'beta', provider: 'p1', model: 'm-a', successRate: 0 });
+      const betaServedB = row({ orgId: 'beta', provider: 'p2', model: 'm-b', latencyP50Ms: 100, latencyP90Ms: 100, latencyP99Ms: 100, costMeanUsd: 0.02 });
+      expectTable(second, [
+        { ...acmeFailedA, requests: 3 },
+        { ...acmeServedB, requests: 2, successRate: 0.5 },
+        betaFailedA,
+        betaServedB,
+        { ...acmeFailedA, orgId: '*', requests: 4 },
+        {
+          ...acmeServedB, orgId: '*', requests: 3, successRate: 2 / 3, latencyP50Ms: 200, latencyP90Ms: 280, latencyP99Ms: 298, costMeanUsd: 0.015,
+        },
+      ]);
     });
 
     it('uses the configured window and weights', async () => {
