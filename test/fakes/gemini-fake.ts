@@ -26,6 +26,12 @@ export const FAKE_THOUGHT_SIGNATURE = 'CiQB++++ZmFrZf/+c2lnbg==';
 /** Full size of the fake embedding model; `outputDimensionality` truncates (without renormalising, like Google). */
 export const FAKE_EMBEDDING_DIMS = 3072;
 
+/**
+ * Google's cap on batchEmbedContents, stated here independently of the adapter's constant so a test
+ * against the fake checks the adapter rather than itself (langchain-ai/langchainjs#4491).
+ */
+export const FAKE_MAX_EMBED_BATCH = 100;
+
 const STATUS_NAMES: Record<number, string> = {
   400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND', 408: 'DEADLINE_EXCEEDED', 409: 'ABORTED',
   429: 'RESOURCE_EXHAUSTED', 500: 'INTERNAL', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED',
@@ -56,7 +62,8 @@ export function fakeEmbedding(text: string, dims?: number): number[] {
  * A fake of Google's native Gemini API (providers reference §3) on 127.0.0.1:
  * `POST /models/{m}:generateContent`, `:streamGenerateContent?alt=sse` (CRLF framing unless the
  * scenario sets `lineEnding`, no `event:` lines, no [DONE]; the stream just ends; without `alt=sse`
- * a JSON array), `:embedContent` and `:batchEmbedContents`.
+ * a JSON array), `:embedContent` and `:batchEmbedContents` (more than 100 requests in one batch is
+ * Google's 400 INVALID_ARGUMENT).
  *
  * Like the real API, thought parts are only sent when the request asks for them
  * (`thinkingConfig.includeThoughts`); `thoughtsTokenCount` is reported whenever the scenario has
@@ -85,6 +92,9 @@ export class GeminiFake extends FakeUpstream {
         return out.json(200, { embedding: { values: fakeEmbedding(textOf(req.body?.content), req.body?.outputDimensionality) } });
       case 'batchEmbedContents': {
         const requests: any[] = req.body?.requests ?? [];
+        if (requests.length > FAKE_MAX_EMBED_BATCH) {
+          return out.json(400, googleError(400, `* BatchEmbedContentsRequest.requests: at most ${FAKE_MAX_EMBED_BATCH} requests can be in one batch\n`));
+        }
         const wrong = requests.find((r) => r.model !== `models/${model}`);
         if (wrong) return out.json(400, googleError(400, `Model name ${wrong.model} in requests[] does not match models/${model}`));
         return out.json(200, { embeddings: requests.map((r) => ({ values: fakeEmbedding(textOf(r.content), r.outputDimensionality) })) });

@@ -1,9 +1,10 @@
 import { Secret } from '../../src/config/secret';
 import { createGeminiAdapter } from '../../src/providers/gemini/gemini.adapter';
+import { estimateTokens } from '../../src/providers/gemini/gemini-response.mapper';
 import { UpstreamHttp } from '../../src/providers/http/upstream-http';
 import type { CallContext, ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '../../src/providers/provider-adapter';
 import { UpstreamError } from '../../src/providers/upstream-error';
-import { FAKE_THOUGHT_SIGNATURE, fakeEmbedding, GeminiFake, GeminiScenario } from '../fakes/gemini-fake';
+import { FAKE_MAX_EMBED_BATCH, FAKE_THOUGHT_SIGNATURE, fakeEmbedding, GeminiFake, GeminiScenario } from '../fakes/gemini-fake';
 import { makeTarget, providerContract } from './provider-contract';
 
 const KEY = 'gemini-test-key-123';
@@ -214,6 +215,68 @@ describe('gemini adapter against the fake (wire details)', () => {
     next({ errorStatus: 404 });
     const err = await rejection(adapter.embed!({ input: ['a', 'b'] }, ctx()));
     expect([err.status, err.opts.code]).toEqual([404, 'NOT_FOUND']);
+  });
+
+  describe('more than 100 inputs: consecutive batchEmbedContents calls of at most 100', () => {
+    const INPUT = Array.from({ length: 250 }, (_, i) => `text number ${i}`);
+    const sentTexts = (r: { body: { requests: { content: { parts: { text: string }[] } }[] } }) => r.body.requests.map((q) => q.content.parts[0].text);
+
+    it('250 inputs → 100/100/50, joined back in input order, each vector its own input, usage summed', async () => {
+      // 100 full 3072-dim vectors are ~6 MB of the fake's JSON, over the default 4 MiB response cap.
+      const r = await adapter.embed!({ input: INPUT }, ctx(targetFor(fake, { maxResponseBytes: 64 * 2 ** 20 })));
+      expect(fake.requests.map((q) => [q.path, q.body.requests.length])).toEqual([
+        ['/models/fake-model:batchEmbedContents', 100],
+        ['/models/fake-model:batchEmbedContents', 100],
+        ['/models/fake-model:batchEmbedContents', 50],
+      ]);
+      expect(fake.requests.flatMap(sentTexts)).toEqual(INPUT);
+      expect(r.embeddings).toHaveLength(250);
+      r.embeddings.forEach((v, i) => expect(v).toEqual(fakeEmbedding(INPUT[i])));
+      // Gemini reports no usage: the estimate of each batch, summed, is the estimate of the whole input.
+      const tokens = estimateTokens(INPUT);
+      expect(tokens).toBeGreaterThan(0);
+      expect(r.usage).toEqual({ prompt_tokens: tokens, total_tokens: tokens });
+    });
+
+    it('renormalises truncated vectors per batch with the right input', async () => {
+      const r = await adapter.embed!({ input: INPUT, dimensions: 8 }, ctx());
+      expect(fake.requests.map((q) => q.body.requests[0].outputDimensionality)).toEqual([8, 8, 8]);
+      for (const i of [0, 99, 100, 199, 200, 249]) {
+        const raw = fakeEmbedding(INPUT[i], 8);
+        const norm = Math.hypot(...raw);
+        expect(r.embeddings[i].map((x) => Number(x.toFixed(9)))).toEqual(raw.map((x) => Number((x / norm).toFixed(9))));
+      }
+    });
+
+    it('a failure in the 2nd batch fails the whole call with that error, and no 3rd batch is sent', async () => {
+      fake.next({}, { errorStatus: 503 });
+      const err = await rejection(adapter.embed!({ input: INPUT, dimensions: 8 }, ctx()));
+      expect([err.kind, err.status, err.opts.code]).toEqual(['status', 503, 'UNAVAILABLE']);
+      expect(fake.requests).toHaveLength(2);
+    });
+
+    it('an abort while the 2nd batch is in flight rejects as aborted and sends no further batch', async () => {
+      fake.next({}, { stallBeforeHeadersMs: 300 });
+      const controller = new AbortController();
+      const call = rejection(adapter.embed!({ input: INPUT, dimensions: 8 }, { target: targetFor(fake), signal: controller.signal, requestId: 'req-gemini' }));
+      for (let waited = 0; fake.requests.length < 2 && waited < 2_000; waited += 5) await new Promise((r) => setTimeout(r, 5));
+      expect(fake.requests).toHaveLength(2);
+      controller.abort();
+      expect((await call).kind).toBe('aborted');
+      await new Promise((r) => setTimeout(r, 400));
+      expect(fake.requests).toHaveLength(2);
+    });
+
+    it('the fake itself: more than 100 requests in one batch is Google\'s 400 INVALID_ARGUMENT', async () => {
+      const requests = Array.from({ length: FAKE_MAX_EMBED_BATCH + 1 }, () => ({ model: 'models/fake-model', content: { parts: [{ text: 'x' }] } }));
+      const res = await fetch(`${fake.url}/models/fake-model:batchEmbedContents`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ requests }),
+      });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({
+        error: { code: 400, message: '* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch\n', status: 'INVALID_ARGUMENT' },
+      });
+    });
   });
 
   it('a stream answered as one JSON array (alt=sse dropped on the way) is still read; a cut array is a protocol error', async () => {

@@ -1,7 +1,7 @@
 import type { ReasoningSpec } from '../../config/gateway-config';
 import type { ChatRequest, ReasoningEffort } from '../provider-adapter';
 import {
-  SKIP_THOUGHT_SIGNATURE, thinkingConfigFor, toBatchEmbedContentsRequest, toContents, toEmbedContentRequest, toFunctionDeclarations, toGenerateContentRequest,
+  embedBatches, MAX_EMBED_BATCH, SKIP_THOUGHT_SIGNATURE, thinkingConfigFor, toBatchEmbedContentsRequest, toContents, toEmbedContentRequest, toFunctionDeclarations, toGenerateContentRequest,
   toToolConfig,
 } from './gemini-request.mapper';
 import { makeToolCallId } from './gemini-tool-call-id';
@@ -282,6 +282,17 @@ describe('gemini request mapping', () => {
         requests: ['a', 'b', 'c'].map((text) => ({ model: 'models/gemini-embedding-001', content: { parts: [{ text }] }, outputDimensionality: 256 })),
       });
       expect(toBatchEmbedContentsRequest({ input: ['a'] }, 'models/x', undefined).requests[0].model).toBe('models/x');
+    });
+
+    it('splits inputs into consecutive batches of at most 100, in order', () => {
+      const input = Array.from({ length: 250 }, (_, i) => `t${i}`);
+      const batches = embedBatches(input);
+      expect(MAX_EMBED_BATCH).toBe(100);
+      expect(batches.map((b) => b.length)).toEqual([100, 100, 50]);
+      expect(batches.flat()).toEqual(input);
+      expect(embedBatches(input.slice(0, 100)).map((b) => b.length)).toEqual([100]);
+      expect(embedBatches(input.slice(0, 101)).map((b) => b.length)).toEqual([100, 1]);
+      expect(embedBatches([])).toEqual([]);
     });
   });
 });

@@ -224,6 +224,20 @@ export function modelResource(upstream: string): string {
   return upstream.startsWith('models/') ? upstream : `models/${upstream}`;
 }
 
+/**
+ * The most requests Google takes in one batchEmbedContents: one more is a 400 INVALID_ARGUMENT
+ * "* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch" (not in the
+ * providers reference; seen in langchain-ai/langchainjs#4491, vercel/ai#16575, weaviate/weaviate#11277).
+ */
+export const MAX_EMBED_BATCH = 100;
+
+/** Consecutive slices of at most `size` inputs, in input order, for one batchEmbedContents each. */
+export function embedBatches(input: string[], size = MAX_EMBED_BATCH): string[][] {
+  const batches: string[][] = [];
+  for (let i = 0; i < input.length; i += size) batches.push(input.slice(i, i + size));
+  return batches;
+}
+
 export function toEmbedContentRequest(text: string, dimensions: number | undefined): GeminiEmbedContentRequest {
   return { content: { parts: [{ text }] }, ...(dimensions !== undefined ? { outputDimensionality: dimensions } : {}) };
 }

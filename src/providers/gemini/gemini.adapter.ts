@@ -3,7 +3,8 @@ import type {
   AdapterCapabilities, CallContext, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent, UpstreamTarget,
 } from '../provider-adapter';
 import { readSse } from '../sse/sse-reader';
-import { toBatchEmbedContentsRequest, toEmbedContentRequest, toGenerateContentRequest } from './gemini-request.mapper';
+import { UpstreamError } from '../upstream-error';
+import { embedBatches, toBatchEmbedContentsRequest, toEmbedContentRequest, toGenerateContentRequest } from './gemini-request.mapper';
 import { fromEmbedResponses, fromGenerateContentResponse, GeminiStreamMapper, parseJson, toStatusError } from './gemini-response.mapper';
 import type { GeminiBatchEmbedContentsResponse, GeminiEmbedContentResponse, GeminiGenerateContentResponse } from './gemini.wire';
 
@@ -46,18 +47,33 @@ export class GeminiAdapter implements ProviderAdapter {
 
   /**
    * One input → `:embedContent`, several → `:batchEmbedContents` (results come back in request
-   * order). `outputDimensionality` is the request's `dimensions`, else the model's configured
-   * `dimensions`; truncated vectors are renormalised. Usage is estimated (Gemini reports none).
+   * order), in consecutive batches of at most MAX_EMBED_BATCH (Google's cap per call), sent one after
+   * another: Gemini's quota counts requests per minute, so parallel batches would only reach a 429
+   * sooner, and with nothing else in flight a failure or a client abort stops the call before the
+   * next batch. Each batch is one upstream call under the target's timeouts and the caller's signal;
+   * any batch failing fails the whole call with that batch's error (no partial result).
+   * `outputDimensionality` is the request's `dimensions`, else the model's configured `dimensions`;
+   * truncated vectors are renormalised. Usage is estimated (Gemini reports none), summed over batches.
    */
   async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResult> {
     if (req.input.length === 0) return { embeddings: [], usage: { prompt_tokens: 0, total_tokens: 0 } };
     const dims = req.dimensions ?? ctx.target.model.dimensions;
-    const single = req.input.length === 1;
-    const res = single
-      ? await this.send(ctx, 'embedContent', toEmbedContentRequest(req.input[0], dims), false)
-      : await this.send(ctx, 'batchEmbedContents', toBatchEmbedContentsRequest(req, ctx.target.upstream, dims), false);
-    const body = parseJson<GeminiEmbedContentResponse | GeminiBatchEmbedContentsResponse>(await UpstreamHttp.text(res.body), 'embedding response');
-    return fromEmbedResponses(req.input, body, dims !== undefined);
+    const renormalise = dims !== undefined;
+    if (req.input.length === 1) {
+      const res = await this.send(ctx, 'embedContent', toEmbedContentRequest(req.input[0], dims), false);
+      return fromEmbedResponses(req.input, parseJson<GeminiEmbedContentResponse>(await UpstreamHttp.text(res.body), 'embedding response'), renormalise);
+    }
+    const result: EmbeddingResult = { embeddings: [], usage: { prompt_tokens: 0, total_tokens: 0 } };
+    for (const input of embedBatches(req.input)) {
+      if (ctx.signal.aborted) throw new UpstreamError('aborted', 'client went away');
+      const res = await this.send(ctx, 'batchEmbedContents', toBatchEmbedContentsRequest({ ...req, input }, ctx.target.upstream, dims), false);
+      const body = parseJson<GeminiBatchEmbedContentsResponse>(await UpstreamHttp.text(res.body), 'embedding response');
+      const part = fromEmbedResponses(input, body, renormalise);
+      result.embeddings.push(...part.embeddings);
+      result.usage.prompt_tokens += part.usage.prompt_tokens;
+      result.usage.total_tokens += part.usage.total_tokens;
+    }
+    return result;
   }
 
   private async send(ctx: CallContext, method: Method, body: unknown, stream: boolean): Promise<UpstreamResponse> {
