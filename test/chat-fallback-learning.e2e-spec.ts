@@ -35,6 +35,7 @@ interface TraceRow {
   status: number;
   error_code: string | null;
   fallback_used: boolean;
+  attempts: number;
   failed_attempts: unknown;
 }
 
@@ -88,11 +89,11 @@ describe('failed fallback attempts reach the learning loop (chat, official clien
     await t.app.get(DecisionTraceWriter).flush();
     const { rows } = await t.app
       .get(SqlStore)
-      .query<TraceRow>('SELECT selected_provider, status, error_code, fallback_used, failed_attempts FROM decision_traces ORDER BY id', []);
+      .query<TraceRow>('SELECT selected_provider, status, error_code, fallback_used, attempts, failed_attempts FROM decision_traces ORDER BY id', []);
     expect(rows).toEqual([
-      { selected_provider: 'steady', status: 200, error_code: null, fallback_used: true, failed_attempts: [{ provider: 'flaky', model: 'f', error: 'status', status: 503 }] },
-      { selected_provider: 'steady', status: 200, error_code: null, fallback_used: true, failed_attempts: [{ provider: 'flaky', model: 'f', error: 'status', status: 502 }] },
-      { selected_provider: null, status: 502, error_code: 'upstream_error', fallback_used: false, failed_attempts: [{ provider: 'flaky', model: 'f', error: 'status', status: 500 }] },
+      { selected_provider: 'steady', status: 200, error_code: null, fallback_used: true, attempts: 2, failed_attempts: [{ provider: 'flaky', model: 'f', error: 'status', status: 503 }] },
+      { selected_provider: 'steady', status: 200, error_code: null, fallback_used: true, attempts: 2, failed_attempts: [{ provider: 'flaky', model: 'f', error: 'status', status: 502 }] },
+      { selected_provider: null, status: 502, error_code: 'upstream_error', fallback_used: false, attempts: 1, failed_attempts: [{ provider: 'flaky', model: 'f', error: 'status', status: 500 }] },
     ]);
     // DESIGN §7: no prompt text, no upstream key, no upstream body anywhere in the rows.
     const stored = JSON.stringify((await t.app.get(SqlStore).query('SELECT * FROM decision_traces', [])).rows);

@@ -58,6 +58,8 @@ interface Outcome {
   errorCode?: string;
   /** Set by settleFailure: the failed upstream calls of a request that none served. */
   failedAttempts?: readonly FailedAttempt[];
+  /** Upstream calls made, when dispatch failed (a served request's are on `dispatched`). */
+  attempts?: number;
 }
 
 /**
@@ -122,7 +124,7 @@ export class EmbeddingsService {
       selectedProvider: d?.target.provider ?? null,
       selectedModel: d?.target.model ?? null,
       fallbackUsed: d?.fallbackUsed ?? false,
-      attempts: d?.attempts ?? 0,
+      attempts: d?.attempts ?? o.attempts ?? 0,
       failedAttempts: tracedFailedAttempts(d, o),
       experimentId: null,
       experimentArm: null,

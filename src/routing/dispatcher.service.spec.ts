@@ -196,7 +196,7 @@ models:
     steady.next({ errorStatus: 500 });
     const err = await chat([FLAKY, STEADY]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DispatchError);
-    expect(err).toMatchObject({ code: 'upstream_error', status: 502 });
+    expect(err).toMatchObject({ code: 'upstream_error', status: 502, attempts: 2 });
     expect((err as DispatchError).failedAttempts).toEqual([
       { ...FLAKY, error: 'status', status: 429 },
       { ...STEADY, error: 'status', status: 500 },
@@ -207,7 +207,7 @@ models:
     flaky.next({ errorStatus: 503 });
     steady.next({ errorStatus: 400 });
     const err = await chat([FLAKY, STEADY]).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'upstream_invalid_request', failedAttempts: [{ ...FLAKY, error: 'status', status: 503 }] });
+    expect(err).toMatchObject({ code: 'upstream_invalid_request', attempts: 2, failedAttempts: [{ ...FLAKY, error: 'status', status: 503 }] });
   });
 
   it('a client that goes away is no failure of the provider it was waiting on; earlier failures still ride on the error', async () => {
@@ -219,5 +219,6 @@ models:
     const err = await pending.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ClientGoneError);
     expect((err as ClientGoneError).failedAttempts).toEqual([{ ...FLAKY, error: 'status', status: 503 }]);
+    expect((err as ClientGoneError).attempts).toBe(2);
   });
 });

@@ -38,16 +38,23 @@ export interface Dispatched<T> {
 
 /** The client went away: nothing more is tried and nothing can be sent. */
 export class ClientGoneError extends Error {
-  /** `failedAttempts`: the targets that had failed before the client went away (not the one it left during). */
-  constructor(readonly failedAttempts: readonly FailedAttempt[] = []) {
+  /**
+   * `failedAttempts`: the targets that had failed before the client went away (not the one it left
+   * during); `attempts`: upstream calls made, that one included.
+   */
+  constructor(
+    readonly failedAttempts: readonly FailedAttempt[] = [],
+    readonly attempts = 0,
+  ) {
     super('client went away');
   }
 }
 
-/** Dispatch found no target to serve the request; `failedAttempts` are its upstream calls that failed, in order. */
+/** Dispatch found no target to serve the request; `failedAttempts` are its upstream calls that failed, in order, of `attempts` made. */
 export class DispatchError extends GatewayError {
   constructor(
     readonly failedAttempts: readonly FailedAttempt[],
+    readonly attempts: number,
     ...args: ConstructorParameters<typeof GatewayError>
   ) {
     super(...args);
@@ -59,25 +66,28 @@ export interface FailureOutcome {
   errorCode: string;
   clientGone: boolean;
   failedAttempts: readonly FailedAttempt[];
+  /** Upstream calls the request made. */
+  attempts: number;
 }
 
 /** How a failed request is traced: 499 for a client that went away (nothing to answer), else the error's status and code. */
 export function failureOutcome(err: unknown): FailureOutcome {
-  const failedAttempts = err instanceof ClientGoneError || err instanceof DispatchError ? err.failedAttempts : [];
-  if (err instanceof ClientGoneError) return { status: 499, errorCode: 'client_closed', clientGone: true, failedAttempts };
-  if (err instanceof GatewayError) return { status: err.status, errorCode: err.code, clientGone: false, failedAttempts };
-  return { status: 500, errorCode: 'internal', clientGone: false, failedAttempts };
+  const { failedAttempts, attempts } = err instanceof ClientGoneError || err instanceof DispatchError ? err : { failedAttempts: [], attempts: 0 };
+  if (err instanceof ClientGoneError) return { status: 499, errorCode: 'client_closed', clientGone: true, failedAttempts, attempts };
+  if (err instanceof GatewayError) return { status: err.status, errorCode: err.code, clientGone: false, failedAttempts, attempts };
+  return { status: 500, errorCode: 'internal', clientGone: false, failedAttempts, attempts };
 }
 
 /**
  * Records a failed request's outcome for its trace; a client that went away ends the request quietly
  * (there is no one to answer), anything else is rethrown to the exception filter.
  */
-export function settleFailure(outcome: { status: number; errorCode?: string; failedAttempts?: readonly FailedAttempt[] }, err: unknown): void {
+export function settleFailure(outcome: { status: number; errorCode?: string; failedAttempts?: readonly FailedAttempt[]; attempts?: number }, err: unknown): void {
   const failure = failureOutcome(err);
   outcome.status = failure.status;
   outcome.errorCode = failure.errorCode;
   outcome.failedAttempts = failure.failedAttempts;
+  outcome.attempts = failure.attempts;
   if (!failure.clientGone) throw err;
 }
 
@@ -149,7 +159,7 @@ export class DispatcherService {
     let reopensInMs: number | undefined;
 
     for (const ref of plan) {
-      if (signal.aborted) throw new ClientGoneError(failed);
+      if (signal.aborted) throw new ClientGoneError(failed, attempts);
       const upstream = this.registry.target(ref);
       const adapter = this.registry.adapterFor(upstream.provider);
       const lacking = supports(adapter.capabilities(upstream));
@@ -178,7 +188,7 @@ export class DispatcherService {
           // would get no probe until the lease ran out (probeLeaseMs).
           if (permit === 'probe') void this.breakers.release(ref.provider);
           this.attemptsTotal.inc({ provider: ref.provider, outcome: 'aborted' });
-          throw new ClientGoneError(failed);
+          throw new ClientGoneError(failed, attempts);
         }
         if (!(err instanceof UpstreamError)) {
           // Our own fault, not the provider's: no verdict, and a probe's lease is given back.
@@ -189,7 +199,7 @@ export class DispatcherService {
           // The request's fault, not the provider's: the breaker is not charged.
           void this.breakers.record(ref.provider, true, permit === 'probe');
           this.attemptsTotal.inc({ provider: ref.provider, outcome: 'rejected' });
-          throw new DispatchError(failed, 'upstream_invalid_request', `The upstream provider rejected the request (status ${err.status}).`, { cause: err });
+          throw new DispatchError(failed, attempts, 'upstream_invalid_request', `The upstream provider rejected the request (status ${err.status}).`, { cause: err });
         }
         void this.breakers.record(ref.provider, false, permit === 'probe');
         this.attemptsTotal.inc({ provider: ref.provider, outcome: err.kind });
@@ -207,8 +217,8 @@ export class DispatcherService {
     if (attempts === 0 && supportedTargets > 0) {
       throw providersUnavailable(reopensInMs);
     }
-    if (last?.kind === 'timeout') throw new DispatchError(failed, 'upstream_timeout', undefined, { cause: last });
+    if (last?.kind === 'timeout') throw new DispatchError(failed, attempts, 'upstream_timeout', undefined, { cause: last });
     const status = last?.status ? `last upstream status ${last.status}` : `last failure: ${last?.kind ?? 'none'}`;
-    throw new DispatchError(failed, 'upstream_error', `The upstream providers failed (${status}).`, { cause: last });
+    throw new DispatchError(failed, attempts, 'upstream_error', `The upstream providers failed (${status}).`, { cause: last });
   }
 }
