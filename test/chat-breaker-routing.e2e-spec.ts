@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import { CircuitBreakerOptions, CircuitBreakerService } from '../src/providers/circuit-breaker/circuit-breaker.service';
 import { CacheStore } from '../src/stores/cache/cache-store';
 import { OpenAiFake } from './fakes/openai-fake';
 import { startTestApp, TestApp } from './support/app';
@@ -39,6 +40,13 @@ afterAll(async () => {
   await steady.stop();
 });
 
+/**
+ * The breakers stay open 60 s, without jitter: the default 5 s ± 20 % could end mid-suite on a loaded
+ * machine, and the half-open probe would then reach the flaky fake.
+ */
+const LONG_OPEN_MS = 60_000;
+const overrides = [{ provide: CircuitBreakerOptions, useValue: { baseOpenMs: LONG_OPEN_MS, maxOpenMs: LONG_OPEN_MS, jitter: 0 } }];
+
 const client = (t: TestApp, key: string) => new OpenAI({ apiKey: key, baseURL: `${t.url}/v1`, maxRetries: 0 });
 const ask = (c: OpenAI, model: string) => c.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }] }).withResponse();
 
@@ -70,7 +78,7 @@ describe('open breakers leave the candidates (one replica, in-process store)', (
   beforeAll(async () => {
     flaky.reset();
     steady.reset();
-    t = await startTestApp({ yaml: yaml({ flaky: 'flaky', steady: 'steady', flakyUrl: flaky.url, steadyUrl: steady.url, org: 'acme', key: KEY }) });
+    t = await startTestApp({ yaml: yaml({ flaky: 'flaky', steady: 'steady', flakyUrl: flaky.url, steadyUrl: steady.url, org: 'acme', key: KEY }), overrides });
     c = client(t, KEY);
     await openFlakyBreaker(c);
   });
@@ -110,10 +118,10 @@ describe('open breakers leave the candidates (one replica, in-process store)', (
       const e = err as InstanceType<typeof OpenAI.APIError>;
       expect(e.status).toBe(503);
       expect(e.error).toEqual({ type: 'error', code: 'providers_unavailable', message: expect.any(String) });
-      // The first open period is 5 s ± 20 %: Retry-After counts down to its end, at least 1.
+      // Retry-After counts down to the end of the (60 s) open period, rounded up.
       const retryAfter = Number(e.headers?.get('retry-after'));
-      expect(retryAfter).toBeGreaterThanOrEqual(1);
-      expect(retryAfter).toBeLessThanOrEqual(6);
+      expect(retryAfter).toBeGreaterThanOrEqual(30);
+      expect(retryAfter).toBeLessThanOrEqual(LONG_OPEN_MS / 1000);
     }
     expect(flaky.requests).toHaveLength(5);
 
@@ -140,8 +148,8 @@ describeWithRedis('a breaker one replica opened, seen by another through Redis',
     flaky.reset();
     steady.reset();
     const config = yaml({ ...names, flakyUrl: flaky.url, steadyUrl: steady.url, refreshSeconds: 0.1 });
-    a = await startTestApp({ yaml: config, env: { REDIS_URL: TEST_REDIS_URL! } });
-    b = await startTestApp({ yaml: config, env: { REDIS_URL: TEST_REDIS_URL! } });
+    a = await startTestApp({ yaml: config, env: { REDIS_URL: TEST_REDIS_URL! }, overrides });
+    b = await startTestApp({ yaml: config, env: { REDIS_URL: TEST_REDIS_URL! }, overrides });
     expect([a.app.get(CacheStore).kind, b.app.get(CacheStore).kind]).toEqual(['redis', 'redis']);
   });
   afterAll(async () => {
@@ -153,14 +161,12 @@ describeWithRedis('a breaker one replica opened, seen by another through Redis',
     expect((await explain(b, names.key, 'auto')).body.filtered).toEqual([]);
     await openFlakyBreaker(client(a, names.key));
 
-    // B made no breaker step for the provider: only the beat (every 0.1 s here) can tell it.
-    let seen: any;
-    const deadline = Date.now() + 3_000;
-    while (Date.now() < deadline) {
-      seen = (await explain(b, names.key, 'auto')).body;
-      if (seen.filtered?.length) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // B made no breaker step for the provider: only the beat (every 0.1 s here) can tell it. Wait for
+    // B's view (polling explain itself would run into its 10-per-minute key limit), then ask explain once.
+    const view = b.app.get(CircuitBreakerService);
+    const deadline = Date.now() + 5_000;
+    while (view.openForMs(names.flaky) === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const seen = (await explain(b, names.key, 'auto')).body;
     expect(seen).toMatchObject({ filtered: [{ provider: names.flaky, model: 'f', reason: 'breaker_open', score: 0 }], would_select: { provider: names.steady, model: 's' } });
 
     const { data, response } = await ask(client(b, names.key), 'auto');

@@ -169,7 +169,8 @@ routes:
       expect(d.candidates.map((c) => c.model).sort()).toEqual(['b', 'c']);
       expect(d.plan.map((t) => t.model).sort()).toEqual(['b', 'c']);
       expect(d.insight).toMatchObject({ routerInvoked: true });
-      expect(d.breakerOpen).toEqual({ primary: true, retryAfterMs: 5_000 });
+      // A learning route has no listed primary: losing its first target is no fallback.
+      expect(d.breakerOpen).toEqual({ primary: false, retryAfterMs: 5_000 });
       if (mode === 'dry-run') expect(d.plan[0]).toEqual({ provider: 'q', model: 'b' });
     });
 
@@ -197,7 +198,8 @@ routes:
       expect(d.filtered.map((f) => [f.model, f.reason])).toEqual([['a', 'breaker_open'], ['b', 'breaker_open'], ['c', 'breaker_open']]);
       for (const f of d.filtered) expect(f.score).toBeGreaterThan(0);
       expect(d.insight).toMatchObject({ routerInvoked: false, confidence: null, confidenceReason: 'no_router_invoked', firewallBlocked: false });
-      expect(d.breakerOpen).toEqual({ primary: true, retryAfterMs: 4_000 });
+      expect(d.breakerOpen).toEqual({ primary: false, retryAfterMs: 4_000 });
+      expect(s.route({ mode, model: 'list' }).breakerOpen).toEqual({ primary: true, retryAfterMs: 4_000 });
     });
 
     it('filters breakers before constraints, each target once, and keeps the constraint\'s reference the route\'s first target', async () => {

@@ -134,7 +134,12 @@ export class RoutingService {
       insight,
       firewall: { blockedBy: null, redactedBy: fw.redactedBy },
     };
-    if (open.size > 0) decision.breakerOpen = { primary: open.has(first.targets[0].provider), retryAfterMs: Math.min(...open.values()) };
+    if (open.size > 0) {
+      // The primary is the first listed target only where the list is the order (direct, ordered): a
+      // weighted or learning strategy might never have chosen it, so its absence is no fallback.
+      const listed = first.strategy.id === 'direct' || first.strategy.id === 'ordered';
+      decision.breakerOpen = { primary: listed && open.has(first.targets[0].provider), retryAfterMs: Math.min(...open.values()) };
+    }
     return decision;
   }
 

@@ -51,8 +51,8 @@ export interface RoutingDecision {
   firewall?: { blockedBy: string | null; redactedBy: string[] };
   /**
    * Set when targets were left out because their circuit breaker is open (DESIGN §6 step 4).
-   * `primary`: the first target of the first rule was one of them, so whatever serves is a fallback
-   * (Gateway-Fallback-Used). `retryAfterMs`: until the first of their open periods ends.
+   * `primary`: the first target of the first rule was one of them and that rule orders its targets as
+   * listed (direct, ordered), so whatever serves is a fallback (Gateway-Fallback-Used). `retryAfterMs`: until the first of their open periods ends.
    */
   breakerOpen?: { primary: boolean; retryAfterMs: number };
 }

@@ -59,6 +59,8 @@ export interface TestAppOptions {
   controllers?: Type<unknown>[];
   /** Feature modules to import beside AppModule (for a module not yet wired into AppModule). */
   modules?: Type<unknown>[];
+  /** Providers replaced by a value (e.g. the circuit breakers' tuning). */
+  overrides?: Array<{ provide: unknown; useValue: unknown }>;
 }
 
 export interface TestApp {
@@ -87,6 +89,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   const logger = { pino: createLogger('info', sink) };
   let builder = Test.createTestingModule({ imports: [AppModule.forRoot(config, logger), ...(opts.modules ?? [])], controllers: opts.controllers ?? [] });
   if (!config.env.databaseUrl) builder = builder.overrideProvider(SqlStore).useValue(await createTestPglite());
+  for (const o of opts.overrides ?? []) builder = builder.overrideProvider(o.provide).useValue(o.useValue);
   const moduleRef = await builder.compile();
   const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
   const { demoKey } = await prepareApp(app, config);

@@ -1,6 +1,12 @@
 import { Module } from '@nestjs/common';
-import { CircuitBreakerService } from './circuit-breaker.service';
+import { CircuitBreakerOptions, CircuitBreakerService } from './circuit-breaker.service';
 
-/** Per-provider circuit breakers shared through the cache store (issue 4 "Routing"). */
-@Module({ providers: [CircuitBreakerService], exports: [CircuitBreakerService] })
+/**
+ * Per-provider circuit breakers shared through the cache store (issue 4 "Routing"). The tuning is a
+ * provider of its own (the issue's defaults), so a test can override it.
+ */
+@Module({
+  providers: [CircuitBreakerService, { provide: CircuitBreakerOptions, useValue: {} }],
+  exports: [CircuitBreakerService],
+})
 export class CircuitBreakerModule {}
