@@ -135,6 +135,30 @@ describe('feedback_driven', () => {
     expect(at(200)).toBeCloseTo(143 / 210, 12);
   });
 
+  it('lowers the catalogue prior by the measured auto shortfall: a model that only fails (rescued by fallback) loses before any feedback', () => {
+    const { stats, route } = setup();
+    /*
+     * good, no feedback (n = 0, cold_start: w = {session .24, auto .06, manual .35, benchmark .35}, a = .8):
+     *   catalogue prior (.35 × .8 + .35 × .6) / .7 = .7
+     *   every request failed (failed fallback attempts count as requests): auto = 0 → prior .7 − .2 × (1 − 0) = .5
+     *   half failed and p50 4 s against the 2 s target: auto = .5 × .5 = .25 → .7 − .2 × .75 = .55
+     *   healthy traffic: auto = 1 → .7, unchanged
+     * plain: no traffic → .5
+     */
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 0, requests: 12, successRate: 0 });
+    expect(scoreOf(route({ mode: 'dry-run' }), 'good')).toBeCloseTo(0.5, 12);
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 0, requests: 12, successRate: 0.5, latencyP50Ms: 4000 });
+    expect(scoreOf(route({ mode: 'dry-run' }), 'good')).toBeCloseTo(0.55, 12);
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 0, requests: 12, successRate: 1, latencyP50Ms: 900 });
+    expect(scoreOf(route({ mode: 'dry-run' }), 'good')).toBeCloseTo(0.7, 12);
+
+    // The posterior keeps the lowered prior as its n0 pseudo-samples: 10 samples of outcome .7 (still
+    // cold_start, a = .8), half the requests failed (auto .5): prior .7 − .2 × .5 = .6, ō = .8 × .7 +
+    // .2 × .5 = .66, μ = (10 × .6 + 10 × .66) / 20 = .63.
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 10, outcomeMean: 0.7, outcomeVar: 0.04, requests: 30, successRate: 0.5 });
+    expect(scoreOf(route({ mode: 'dry-run' }), 'good')).toBeCloseTo(0.63, 12);
+  });
+
   it('takes the phase boundaries and weights from config', () => {
     const { stats, route } = setup({
       yaml: yaml('n_min: 5, n_steady: 10, weights: { steady: { session: 0.7, auto: 0.1, manual: 0.1, benchmark: 0.1 } }'),

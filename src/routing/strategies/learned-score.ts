@@ -56,8 +56,11 @@ const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
  *              (With a ratio that moves with the phase, auto, usually above the feedback outcome, lifts
  *              the candidates with few samples, and scores jump at n_min and n_steady.)
  *   prior      m0 = (w.manual·manual + w.benchmark·benchmark)/(w.manual + w.benchmark) over those
- *              configured, else default_prior; but when n < n_min and the cross-organisation pool has
- *              ≥ n_min samples, m0 = the pool's observed ō (same blend) instead (usedSharedPoolPrior).
+ *              configured, else default_prior, minus (1 − a)·(1 − auto) when the model's traffic
+ *              measured auto (the catalogue describes a healthy model: failures, failed fallback
+ *              attempts among them, lower it before any feedback does); but when n < n_min and the
+ *              cross-organisation pool has ≥ n_min samples, m0 = the pool's observed ō (same blend,
+ *              its own auto) instead (usedSharedPoolPrior).
  *   posterior  Normal(μ, σ²/(n0 + n)) with μ = (n0·m0 + n·ō)/(n0 + n) and
  *              σ² = max(variance_floor, (n·s² + n0·prior_variance)/(n0 + n)): the prior is worth n0
  *              pseudo-samples of variance prior_variance, so a day-zero candidate is wide (variance
@@ -123,6 +126,11 @@ export class LearnedScorer {
         prior = p.default_prior;
         priorSource = 'default';
       }
+      // The catalogue (or default) prior is the outcome of a healthy model, auto = 1. Measured traffic
+      // that falls short (failures, failed fallback attempts included; latency over the target) lowers
+      // it by the auto part's shortfall, so a model that fails and is rescued by fallback loses score
+      // before any feedback names it. With auto = 1, or no traffic, the prior is unchanged.
+      if (auto !== null) prior = Math.max(0, prior - (1 - sessionShare(w)) * (1 - auto));
     }
 
     const n0 = p.n0;
@@ -169,10 +177,13 @@ export class LearnedScorer {
   private observed(s: ModelStats | undefined, w: SignalWeights): { mean: number; variance: number } | undefined {
     if (!s || s.n <= 0) return undefined;
     const auto = this.autoSignal(s);
-    const a = auto === null || w.session + w.auto <= 0 ? 1 : w.session / (w.session + w.auto);
+    const a = auto === null ? 1 : sessionShare(w);
     return { mean: a * s.outcomeMean + (1 - a) * (auto ?? 0), variance: a * a * s.outcomeVar };
   }
 }
+
+/** a = w.session/(w.session + w.auto): the session signal's share of the observed outcome (1 when neither weighs). */
+const sessionShare = (w: SignalWeights): number => (w.session + w.auto <= 0 ? 1 : w.session / (w.session + w.auto));
 
 /** An assessed candidate as the routing decision lists it. */
 export const asCandidate = (a: Assessment): Candidate => ({ provider: a.provider, model: a.model, score: a.score });
