@@ -81,6 +81,22 @@ describe('Periodic', () => {
     await p.stop();
   });
 
+  it('a custom beat is single-flight too: no beat starts while the previous one is under way, and stop(waitMs) waits for it', async () => {
+    const p = new Periodic(async () => 0);
+    const beat = new Work();
+    p.start(5, beat.fn);
+    while (beat.started < 1) await sleep(1);
+    await sleep(40); // eight intervals pass while the first beat is held
+    expect([beat.started, beat.maxOpen]).toEqual([1, 1]);
+    let stopped = false;
+    const stopping = p.stop(1_000).then(() => (stopped = true));
+    await sleep(10);
+    expect(stopped).toBe(false);
+    await beat.finish();
+    await stopping;
+    expect(beat.started).toBe(1);
+  });
+
   it('stop(waitMs) waits for a run under way, at most waitMs; stop() waits for nothing; an interval <= 0 starts no timer', async () => {
     const w = new Work();
     const p = new Periodic(w.fn);

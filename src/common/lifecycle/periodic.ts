@@ -7,8 +7,9 @@ const ignore = (): void => undefined;
  * - `run()` never overlaps itself in one process: a call while a run is under way waits for it and
  *   then runs again, so whatever was written before the call is seen by the run it gets back.
  * - `start()` beats on an unref'd timer (it never keeps a finished process alive); a beat that comes
- *   while a run is under way is skipped, so a slow store never piles runs up.
- * - `stop()` ends the beat and waits, at most the given time, for a run under way.
+ *   while a run or the previous beat is under way is skipped, so a slow store never piles work up
+ *   (a custom beat, e.g. the aggregation job's reload, is single-flight too).
+ * - `stop()` ends the beat and waits, at most the given time, for a run or beat under way.
  *
  * The work must not reject (each job counts and logs its own failures): a rejection would reach
  * every caller waiting on the run, and a beat's would be unhandled.
@@ -16,6 +17,8 @@ const ignore = (): void => undefined;
 export class Periodic<T> {
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<T> | undefined;
+  /** A custom beat under way (a beat that is a run is `inFlight`). */
+  private beating: Promise<void> | undefined;
 
   constructor(private readonly work: () => Promise<T>) {}
 
@@ -41,17 +44,24 @@ export class Periodic<T> {
     this.timer = undefined;
     if (!(intervalMs > 0)) return;
     this.timer = setInterval(() => {
-      if (!this.inFlight) void beat();
+      if (this.inFlight || this.beating) return;
+      const b: Promise<void> = beat().then(ignore, ignore).finally(() => {
+        if (this.beating === b) this.beating = undefined;
+      });
+      this.beating = b;
     }, intervalMs);
     this.timer.unref();
   }
 
-  /** Ends the beat, then waits up to `waitMs` for a run under way (0: waits for nothing). Never rejects. */
+  /** Ends the beat, then waits up to `waitMs` for a run or beat under way (0: waits for nothing). Never rejects. */
   async stop(waitMs = 0): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
-    const p = this.inFlight;
-    if (!p || !(waitMs > 0)) return;
+    const pending: Array<Promise<unknown>> = [];
+    if (this.inFlight) pending.push(this.inFlight);
+    if (this.beating) pending.push(this.beating);
+    if (pending.length === 0 || !(waitMs > 0)) return;
+    const p = Promise.all(pending.map((x) => x.then(ignore, ignore)));
     let timer: NodeJS.Timeout | undefined;
     const timeUp = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, waitMs);
