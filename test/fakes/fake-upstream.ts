@@ -39,8 +39,11 @@ export interface Scenario {
   /**
    * An error answer (status >= 400) whose body cannot be read whole: its headers promise the whole
    * body and half arrives, then the connection drops (`cut`) or nothing more comes (`hang`).
+   * `drip`: half the body, then one byte every 50 ms without end (chunked, so never complete).
+   * `large`: the error JSON padded with spaces to LARGE_ERROR_BODY_BYTES (still valid JSON), written
+   * 64 KiB every 5 ms until done or the client closes; `errorBodyBytesSent` counts what went out.
    */
-  errorBody?: 'cut' | 'hang';
+  errorBody?: 'cut' | 'hang' | 'drip' | 'large';
   /** In-band error event after the first content event (HTTP 200 already sent). */
   midStreamError?: boolean;
   /** Connection closed after the first content event, before the end marker. */
@@ -59,6 +62,12 @@ export interface RecordedRequest {
 }
 
 export const DEFAULT_TEXT = 'Hello from the fake!';
+
+/** Size of an `errorBody: 'large'` answer. */
+export const LARGE_ERROR_BODY_BYTES = 8 * 1024 * 1024;
+
+/** Where a response reports the error-body bytes it wrote (its fake's counter). */
+const ERROR_BYTES_SINK = new WeakMap<http.ServerResponse, (n: number) => void>();
 
 /** Responses the fake itself cut (truncation): their close is not a client abort. */
 const CUT_BY_FAKE = new WeakSet<http.ServerResponse>();
@@ -79,6 +88,8 @@ export abstract class FakeUpstream {
   readonly requests: RecordedRequest[] = [];
   /** Responses whose connection the client closed before the fake finished writing. */
   clientAborts = 0;
+  /** Bytes of `drip` and `large` error bodies written before they ended or the client closed. */
+  errorBodyBytesSent = 0;
   private readonly queue: Scenario[] = [];
   /** Responses still being written, and those that were so when `reset()` ran (their late closes belong to the previous test). */
   private readonly open = new Set<http.ServerResponse>();
@@ -116,6 +127,7 @@ export abstract class FakeUpstream {
     this.fixed = {};
     this.requests.length = 0;
     this.clientAborts = 0;
+    this.errorBodyBytesSent = 0;
     for (const res of this.open) this.stale.add(res);
     return this;
   }
@@ -141,6 +153,9 @@ export abstract class FakeUpstream {
     res.on('close', () => {
       this.open.delete(res);
       if (!finished && !res.writableFinished && !this.stale.has(res) && !CUT_BY_FAKE.has(res)) this.clientAborts++;
+    });
+    ERROR_BYTES_SINK.set(res, (n) => {
+      if (!this.stale.has(res)) this.errorBodyBytesSent += n;
     });
     const out = new FakeResponse(res, scenario);
     try {
@@ -168,11 +183,38 @@ export class FakeResponse {
 
   json(status: number, body: unknown, headers: Record<string, string> = {}): void {
     const text = JSON.stringify(body);
+    const mode = status >= 400 ? this.scenario.errorBody : undefined;
+    if (mode === 'drip' || mode === 'large') return void this.errorBodyInPieces(status, text, headers, mode);
     this.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
     if (status < 400 || !this.scenario.errorBody) return void this.res.end(text);
     const cut = this.scenario.errorBody === 'cut';
     // The half is on the wire before the cut, so the client has seen the status.
     this.res.write(text.slice(0, Math.floor(text.length / 2)), () => cut && this.cut());
+  }
+
+  private async errorBodyInPieces(status: number, text: string, headers: Record<string, string>, mode: 'drip' | 'large'): Promise<void> {
+    const sent = (n: number) => ERROR_BYTES_SINK.get(this.res)?.(n);
+    const write = (piece: string | Buffer) => {
+      this.res.write(piece);
+      sent(Buffer.byteLength(piece));
+    };
+    if (mode === 'drip') {
+      this.res.writeHead(status, { 'content-type': 'application/json', ...headers });
+      write(text.slice(0, Math.floor(text.length / 2)));
+      for (let i = Math.floor(text.length / 2); !this.closed; i++) {
+        await sleep(50);
+        if (!this.closed) write(text[i] ?? ' ');
+      }
+      return;
+    }
+    const json = Buffer.from(text, 'utf8');
+    const padded = Buffer.concat([json, Buffer.alloc(LARGE_ERROR_BODY_BYTES - json.length, ' ')]);
+    this.res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(LARGE_ERROR_BODY_BYTES), ...headers });
+    for (let i = 0; i < padded.length && !this.closed; i += 64 * 1024) {
+      write(padded.subarray(i, i + 64 * 1024));
+      await sleep(5);
+    }
+    this.end();
   }
 
   /** An error response before any stream byte, with `retry-after` when the scenario sets it. */

@@ -5,7 +5,7 @@ import { UpstreamHttp } from '../../src/providers/http/upstream-http';
 import type { CallContext, ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '../../src/providers/provider-adapter';
 import { UpstreamError } from '../../src/providers/upstream-error';
 import { FAKE_MAX_EMBED_BATCH, FAKE_THOUGHT_SIGNATURE, fakeEmbedding, GeminiFake, GeminiScenario } from '../fakes/gemini-fake';
-import { makeTarget, providerContract } from './provider-contract';
+import { makeTarget, providerContract, TIMEOUTS } from './provider-contract';
 
 const KEY = 'gemini-test-key-123';
 const http = new UpstreamHttp();
@@ -265,6 +265,28 @@ describe('gemini adapter against the fake (wire details)', () => {
       expect((await call).kind).toBe('aborted');
       await new Promise((r) => setTimeout(r, 400));
       expect(fake.requests).toHaveLength(2);
+    });
+
+    it('the whole call has one deadline, the total timeout: one slow batch fits, three do not', async () => {
+      // Each batch answers after 600 ms and the total is 1 s: the first batch fits, the second is cut
+      // when the deadline passes (not left to finish and checked after), and no third is sent. Under
+      // a fresh total per batch all three would pass. One-character inputs keep the fake's embedding
+      // maths (it shares the event loop) negligible.
+      const input = Array.from({ length: 250 }, (_, i) => String.fromCharCode(97 + (i % 26)));
+      const target = targetFor(fake, { timeouts: { ...TIMEOUTS, totalMs: 1_000 } });
+      fake.always({ stallBeforeHeadersMs: 600 });
+      expect((await adapter.embed!({ input: input.slice(0, 100), dimensions: 8 }, ctx(target))).embeddings).toHaveLength(100);
+
+      fake.reset().always({ stallBeforeHeadersMs: 600 });
+      const started = Date.now();
+      const err = await rejection(adapter.embed!({ input, dimensions: 8 }, ctx(target)));
+      const elapsed = Date.now() - started;
+      expect([err.kind, err.opts.phase, err.detail]).toEqual(['timeout', 'total', 'no total within 1000 ms']);
+      expect(elapsed).toBeGreaterThanOrEqual(950);
+      expect(elapsed).toBeLessThan(1_250);
+      expect(fake.requests).toHaveLength(2);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(fake.clientAborts).toBe(1);
     });
 
     it('the fake itself: more than 100 requests in one batch is Google\'s 400 INVALID_ARGUMENT', async () => {

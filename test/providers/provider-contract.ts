@@ -1,7 +1,8 @@
 import type { ModelSpec, ProviderSpec } from '../../src/config/gateway-config';
 import type { ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '../../src/providers/provider-adapter';
+import { ERROR_BODY_MAX_BYTES, ERROR_BODY_MAX_MS } from '../../src/providers/http/upstream-http';
 import { UpstreamError } from '../../src/providers/upstream-error';
-import { DEFAULT_TEXT, FakeUpstream } from '../fakes/fake-upstream';
+import { DEFAULT_TEXT, FakeUpstream, LARGE_ERROR_BODY_BYTES } from '../fakes/fake-upstream';
 
 export interface ContractSetup {
   adapter: ProviderAdapter;
@@ -166,6 +167,31 @@ export function providerContract(name: string, setup: () => Promise<ContractSetu
       const ac = new AbortController();
       setTimeout(() => ac.abort(), 100);
       expect((await upstreamError(s.adapter.chat(REQ, ctx(s.target(), ac.signal)))).kind).toBe('aborted');
+    });
+
+    // A non-streaming body has only the total timer (600 s by default): the status must not wait on it.
+    it.each(['hang', 'drip'] as const)('an error body that %ss after its first bytes gives the status error within ~2 s, not at the total timeout', async (errorBody) => {
+      s.fake.next({ errorStatus: 503, retryAfter: 2, errorBody });
+      const started = Date.now();
+      const err = await upstreamError(s.adapter.chat(REQ, ctx(s.target({ timeouts: { ...TIMEOUTS, totalMs: 60_000 } }))));
+      expect([err.kind, err.status, err.retryAfterMs]).toEqual(['status', 503, 2000]);
+      expect(Date.now() - started).toBeLessThan(ERROR_BODY_MAX_MS + 1_000);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(s.fake.clientAborts).toBe(1);
+    });
+
+    it('an error body of several MiB is not read past 64 KiB', async () => {
+      s.fake.next({ errorStatus: 500, errorBody: 'large' });
+      const started = Date.now();
+      const err = await upstreamError(s.adapter.chat(REQ, ctx(s.target({ timeouts: { ...TIMEOUTS, totalMs: 60_000 }, maxResponseBytes: 2 * LARGE_ERROR_BODY_BYTES }))));
+      expect([err.kind, err.status]).toEqual(['status', 500]);
+      expect(Date.now() - started).toBeLessThan(1_000);
+      await new Promise((r) => setTimeout(r, 100));
+      // The fake writes 64 KiB every 5 ms until the client closes: a reader that stopped at the cap
+      // closed after a few pieces, one that read on took all 8 MiB.
+      expect(s.fake.clientAborts).toBe(1);
+      expect(s.fake.errorBodyBytesSent).toBeGreaterThanOrEqual(ERROR_BODY_MAX_BYTES);
+      expect(s.fake.errorBodyBytesSent).toBeLessThan(LARGE_ERROR_BODY_BYTES / 8);
     });
 
     it('an in-band error after the first content is thrown mid-stream', async () => {

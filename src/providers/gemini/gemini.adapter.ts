@@ -50,8 +50,10 @@ export class GeminiAdapter implements ProviderAdapter {
    * order), in consecutive batches of at most MAX_EMBED_BATCH (Google's cap per call), sent one after
    * another: Gemini's quota counts requests per minute, so parallel batches would only reach a 429
    * sooner, and with nothing else in flight a failure or a client abort stops the call before the
-   * next batch. Each batch is one upstream call under the target's timeouts and the caller's signal;
-   * any batch failing fails the whole call with that batch's error (no partial result).
+   * next batch. The whole call has one deadline, the target's total timeout, as a single call has:
+   * each batch is one upstream call under the caller's signal and the target's timeouts, its total
+   * cut to the time left, and running out is the single call's total timeout error. Any batch
+   * failing fails the whole call with that batch's error (no partial result).
    * `outputDimensionality` is the request's `dimensions`, else the model's configured `dimensions`;
    * truncated vectors are renormalised. Usage is estimated (Gemini reports none), summed over batches.
    */
@@ -64,10 +66,23 @@ export class GeminiAdapter implements ProviderAdapter {
       return fromEmbedResponses(req.input, parseJson<GeminiEmbedContentResponse>(await UpstreamHttp.text(res.body), 'embedding response'), renormalise);
     }
     const result: EmbeddingResult = { embeddings: [], usage: { prompt_tokens: 0, total_tokens: 0 } };
+    const { totalMs } = ctx.target.timeouts;
+    const deadline = Date.now() + totalMs;
+    const outOfTime = () => new UpstreamError('timeout', `no total within ${totalMs} ms`, { phase: 'total' });
     for (const input of embedBatches(req.input)) {
       if (ctx.signal.aborted) throw new UpstreamError('aborted', 'client went away');
-      const res = await this.send(ctx, 'batchEmbedContents', toBatchEmbedContentsRequest({ ...req, input }, ctx.target.upstream, dims), false);
-      const body = parseJson<GeminiBatchEmbedContentsResponse>(await UpstreamHttp.text(res.body), 'embedding response');
+      const left = deadline - Date.now();
+      if (left <= 0) throw outOfTime();
+      let body: GeminiBatchEmbedContentsResponse;
+      try {
+        const batch = toBatchEmbedContentsRequest({ ...req, input }, ctx.target.upstream, dims);
+        const res = await this.send(ctx, 'batchEmbedContents', batch, false, { ...ctx.target.timeouts, totalMs: left });
+        body = parseJson<GeminiBatchEmbedContentsResponse>(await UpstreamHttp.text(res.body), 'embedding response');
+      } catch (err) {
+        // The batch's own timer is the call's deadline: report it as the call's total, not the time left.
+        if (err instanceof UpstreamError && err.kind === 'timeout' && err.opts.phase === 'total') throw outOfTime();
+        throw err;
+      }
       const part = fromEmbedResponses(input, body, renormalise);
       result.embeddings.push(...part.embeddings);
       result.usage.prompt_tokens += part.usage.prompt_tokens;
@@ -76,7 +91,7 @@ export class GeminiAdapter implements ProviderAdapter {
     return result;
   }
 
-  private async send(ctx: CallContext, method: Method, body: unknown, stream: boolean): Promise<UpstreamResponse> {
+  private async send(ctx: CallContext, method: Method, body: unknown, stream: boolean, timeouts = ctx.target.timeouts): Promise<UpstreamResponse> {
     const { target } = ctx;
     const base = (target.provider.baseUrl ?? GEMINI_DEFAULT_BASE_URL).replace(/\/+$/, '');
     const model = encodeURIComponent(target.upstream.replace(/^models\//, ''));
@@ -89,7 +104,7 @@ export class GeminiAdapter implements ProviderAdapter {
       headers,
       body,
       signal: ctx.signal,
-      timeouts: target.timeouts,
+      timeouts,
       maxBytes: target.maxResponseBytes,
       stream,
     });

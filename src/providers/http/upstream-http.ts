@@ -28,6 +28,22 @@ export interface UpstreamResponse {
   body: AsyncIterable<Buffer>;
 }
 
+/**
+ * How much of a non-2xx body `errorText` reads. Adapters keep about 500 characters of it for the
+ * log line; the rest of a multi-MiB error page is never buffered.
+ */
+export const ERROR_BODY_MAX_BYTES = 64 * 1024;
+
+/**
+ * How long `errorText` waits for a non-2xx body. The status alone decides fallback (DESIGN §5
+ * "fallback triggers"), so a body that stalls or drips must not hold the next target back for the
+ * total timeout (600 s by default, the only timer on a non-streaming body).
+ */
+export const ERROR_BODY_MAX_MS = 2_000;
+
+/** How to drop a body the reader stops reading: destroys the connection (a pending read then ends). */
+const abandoners = new WeakMap<AsyncIterable<Buffer>, () => void>();
+
 /** Thrown into the socket when connecting takes too long; mapped to a timeout UpstreamError. */
 class ConnectTimeout extends Error {}
 
@@ -162,12 +178,13 @@ export class UpstreamHttp {
             res.on('error', (err) => decoder.destroy(err));
             source = res.pipe(decoder);
           }
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            retryAfterMs: parseRetryAfter(res.headers),
-            body: readBody(source, res),
+          const body = readBody(source, res);
+          abandoners.set(body, () => {
+            clearAll();
+            outgoing.destroy();
+            if (source !== res && !source.destroyed) source.destroy();
           });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, retryAfterMs: parseRetryAfter(res.headers), body });
         },
       );
 
@@ -220,18 +237,42 @@ export class UpstreamHttp {
   }
 
   /**
-   * Reads the body of a non-2xx answer, for the status error's detail. The status is what counts
-   * (fallback triggers, the client's error), so a body that cannot be read whole (cut mid-body, over
-   * the size cap, out of time) gives '' instead of turning the status error into a network or
-   * protocol one. A client abort while reading stays an abort: nothing is tried after it.
+   * Reads the start of a non-2xx answer's body, for the status error's detail (logs only): at most
+   * ERROR_BODY_MAX_BYTES, for at most ERROR_BODY_MAX_MS, then the connection is dropped and what
+   * arrived is returned. The status is what counts (fallback triggers, the client's error), so a body
+   * that cannot be read (cut mid-body, over the size cap, a timer) gives '' instead of turning the
+   * status error into a network or protocol one. A client abort while reading stays an abort:
+   * nothing is tried after it.
    */
   static async errorText(body: AsyncIterable<Buffer>): Promise<string> {
+    const it = body[Symbol.asyncIterator]();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((resolve) => (timer = setTimeout(() => resolve('expired'), ERROR_BODY_MAX_MS)));
     try {
-      return await UpstreamHttp.text(body);
+      for (;;) {
+        // A read that loses to the timer settles once the connection is dropped; the race handles it.
+        const r = await Promise.race([it.next(), expired]);
+        if (r !== 'expired' && r.done) break;
+        if (r !== 'expired') {
+          chunks.push(r.value);
+          size += r.value.length;
+        }
+        if (r === 'expired' || size >= ERROR_BODY_MAX_BYTES) {
+          // The rest is not wanted: drop the connection rather than keep it to drain the body.
+          abandoners.get(body)?.();
+          it.return?.().catch(() => undefined);
+          break;
+        }
+      }
     } catch (err) {
       if (err instanceof UpstreamError && err.kind === 'aborted') throw err;
       return '';
+    } finally {
+      clearTimeout(timer);
     }
+    return Buffer.concat(chunks).subarray(0, ERROR_BODY_MAX_BYTES).toString('utf8');
   }
 
   destroy(): void {
