@@ -16,7 +16,7 @@ const path = require('node:path');
 const os = require('node:os');
 const procs = require('./lib/procs');
 const { runLoad } = require('./lib/load');
-const { round } = require('./lib/stats');
+const { round, summarise } = require('./lib/stats');
 
 const arg = (name, dflt) => Number((process.argv.find((a) => a.startsWith(`--${name}=`)) ?? '').split('=')[1] ?? dflt) || dflt;
 const SECONDS = arg('seconds', 8);
@@ -43,8 +43,8 @@ async function measure(url, pid) {
     const cpu = procs.cpuSeconds(pid) - c0;
     runs.push({ rps: r.rps, p50: r.p50, p99: r.p99, cpu_us_per_request: round((cpu * 1e6) / Math.max(1, r.ok), 0), errors: r.errors + r.non2xx });
   }
-  const median = (k) => runs.map((r) => r[k]).sort((a, b) => a - b)[Math.floor(runs.length / 2)];
-  return { rps: median('rps'), p50: median('p50'), p99: median('p99'), cpu_us_per_request: median('cpu_us_per_request'), runs };
+  const s = summarise(runs, ['rps', 'p50', 'p99', 'cpu_us_per_request']);
+  return { rps: s.rps.median, p50: s.p50.median, p99: s.p99.median, cpu_us_per_request: s.cpu_us_per_request.median, runs };
 }
 
 (async () => {
@@ -59,7 +59,7 @@ async function measure(url, pid) {
         await runLoad({ url: `${p.url}/v1/chat/completions`, connections: CONNECTIONS, seconds: 3, body: BODY });
         out.results[`${kind}-proxy`] = await measure(p.url, p.pid);
       } finally {
-        p.child.kill('SIGTERM');
+        await procs.stopChild(p.child);
       }
     }
   } finally {

@@ -1,4 +1,4 @@
-import { fail, int, isObject, num, str } from '../common/http/body-checks';
+import { absent, bool, fail, int, isObject, num, str } from '../common/http/body-checks';
 import type {
   ChatMessage, ChatRequest, ContentPart, ReasoningEffort, Role, ToolCall, ToolChoice, ToolDefinition,
 } from '../providers/provider-adapter';
@@ -75,7 +75,7 @@ function message(v: unknown, i: number): ChatMessage {
   const role = v.role as Role;
   const m: ChatMessage = { role, content: null };
   if (v.name !== undefined) m.name = str(v.name, `${at}.name`, { max: 256 });
-  if (v.tool_calls !== undefined && v.tool_calls !== null) {
+  if (!absent(v.tool_calls)) {
     if (role !== 'assistant') return fail(`${at}.tool_calls`, 'tool_calls are allowed on assistant messages only.');
     m.tool_calls = toolCalls(v.tool_calls, `${at}.tool_calls`);
   }
@@ -141,30 +141,26 @@ export function parseChatBody(body: unknown): ChatCall {
   const maxCompletion = int(body, 'max_completion_tokens', 1);
   if (maxCompletion !== undefined || maxTokens !== undefined) req.max_completion_tokens = maxCompletion ?? maxTokens;
 
-  if (body.stop !== undefined && body.stop !== null) {
+  if (!absent(body.stop)) {
     // The contract documents an array; a single string (which OpenAI SDKs allow) is taken as one entry.
     const stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
     if (!Array.isArray(stop) || stop.length > 4) return fail('stop', 'stop must be an array of at most 4 strings.');
     req.stop = stop.map((s, i) => str(s, `stop.${i}`, { nonEmpty: true }));
   }
-  if (body.reasoning_effort !== undefined && body.reasoning_effort !== null) {
+  if (!absent(body.reasoning_effort)) {
     if (!EFFORTS.includes(body.reasoning_effort as ReasoningEffort)) return fail('reasoning_effort', `reasoning_effort must be one of ${EFFORTS.join(', ')}.`);
     req.reasoning_effort = body.reasoning_effort as ReasoningEffort;
   }
-  if (body.response_format !== undefined && body.response_format !== null) {
+  if (!absent(body.response_format)) {
     const rf = body.response_format;
     if (!isObject(rf) || (rf.type !== 'json_object' && rf.type !== 'text') || Object.keys(rf).length !== 1) {
       return fail('response_format', 'response_format must be {"type":"json_object"} or {"type":"text"}.');
     }
     if (rf.type === 'json_object') req.response_format = { type: 'json_object' };
   }
-  let stream = false;
-  if (body.stream !== undefined && body.stream !== null) {
-    if (typeof body.stream !== 'boolean') return fail('stream', 'stream must be a boolean.');
-    stream = body.stream;
-  }
+  const stream = bool(body, 'stream') ?? false;
   let includeUsage = false;
-  if (body.stream_options !== undefined && body.stream_options !== null) {
+  if (!absent(body.stream_options)) {
     const so = body.stream_options;
     if (!stream) return fail('stream_options', 'stream_options is only allowed when stream is true.');
     if (!isObject(so)) return fail('stream_options', 'stream_options must be an object.');
@@ -176,20 +172,18 @@ export function parseChatBody(body: unknown): ChatCall {
   if (n !== undefined && n > 1) req.n = n;
   const seed = int(body, 'seed', Number.MIN_SAFE_INTEGER);
   if (seed !== undefined) req.seed = seed;
-  if (body.user !== undefined && body.user !== null) req.user = str(body.user, 'user', { max: 256 });
-  if (body.tools !== undefined && body.tools !== null) req.tools = tools(body.tools);
-  if (body.tool_choice !== undefined && body.tool_choice !== null) {
+  if (!absent(body.user)) req.user = str(body.user, 'user', { max: 256 });
+  if (!absent(body.tools)) req.tools = tools(body.tools);
+  if (!absent(body.tool_choice)) {
     if (!req.tools) return fail('tool_choice', 'tool_choice needs tools.');
     req.tool_choice = toolChoice(body.tool_choice);
   }
-  if (body.parallel_tool_calls !== undefined && body.parallel_tool_calls !== null) {
-    if (typeof body.parallel_tool_calls !== 'boolean') return fail('parallel_tool_calls', 'parallel_tool_calls must be a boolean.');
-    req.parallel_tool_calls = body.parallel_tool_calls;
-  }
-  if (body.logprobs !== undefined && body.logprobs !== null && body.logprobs !== false) return fail('logprobs', 'logprobs is not supported.');
+  const parallelToolCalls = bool(body, 'parallel_tool_calls');
+  if (parallelToolCalls !== undefined) req.parallel_tool_calls = parallelToolCalls;
+  if (!absent(body.logprobs) && body.logprobs !== false) return fail('logprobs', 'logprobs is not supported.');
 
   let inputs: ChatCall['inputs'];
-  if (body.inputs !== undefined && body.inputs !== null) {
+  if (!absent(body.inputs)) {
     if (!isObject(body.inputs)) return fail('inputs', 'inputs must be an object of strings, numbers or booleans.');
     for (const [k, v] of Object.entries(body.inputs)) {
       if (!INPUT_TYPES.has(typeof v)) return fail(`inputs.${k}`, `inputs.${k} must be a string, number or boolean.`);

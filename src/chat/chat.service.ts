@@ -9,7 +9,7 @@ import { parseSessionId } from '../common/http/session-id';
 import { usageCost } from '../routing/strategies/cost';
 import type { TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
-import type { ChatRequest, StreamEvent, Usage } from '../providers/provider-adapter';
+import type { ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget, Usage } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
 import {
   CapabilityCheck,
@@ -17,9 +17,9 @@ import {
   settleFailure,
   Dispatched,
   DispatcherService,
-  FailedAttempt,
+  DispatchOutcome,
   providersUnavailable,
-  tracedFailedAttempts,
+  tracedAttempts,
 } from '../routing/dispatcher.service';
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
@@ -49,26 +49,18 @@ interface Opened {
   held: StreamEvent[];
 }
 
-/** The targets to dispatch, and whether routing already skipped the first choice for its open breaker. */
+/** What dispatch gets: the targets, the capability check, the client's signal, and whether routing already skipped the first choice for its open breaker. */
 interface DispatchPlan {
   targets: TargetRef[];
+  supports: CapabilityCheck;
+  signal: AbortSignal;
   primarySkipped: boolean;
 }
 
-/** The served target is a fallback too when routing skipped the primary (the dispatcher never saw it). */
-const withSkipped = <T>(d: Dispatched<T>, plan: DispatchPlan): Dispatched<T> => (plan.primarySkipped ? { ...d, fallbackUsed: true } : d);
-
-interface Outcome {
-  dispatched?: Dispatched<unknown>;
+interface Outcome extends DispatchOutcome {
   usage?: Usage;
   finishReason?: string;
   ttftMs?: number;
-  status: number;
-  errorCode?: string;
-  /** Set by settleFailure: the failed upstream calls of a request that none served. */
-  failedAttempts?: readonly FailedAttempt[];
-  /** Upstream calls made, when dispatch failed (a served request's are on `dispatched`). */
-  attempts?: number;
 }
 
 /**
@@ -110,11 +102,14 @@ export class ChatService {
       await this.limits.checkMonthly(caller);
       if (decision.plan.length === 0) throw providersUnavailable(decision.breakerOpen?.retryAfterMs);
       const request: ChatRequest = { ...call.request, messages: decision.messages };
-      const supports = capabilityCheck(request);
-      const signal = clientGoneSignal(res);
-      const plan: DispatchPlan = { targets: split.plan, primarySkipped: decision.breakerOpen?.primary ?? false };
-      if (call.stream) await this.stream(req, res, call, request, supports, plan, signal, outcome, started);
-      else await this.json(req, res, request, supports, plan, signal, outcome);
+      const plan: DispatchPlan = {
+        targets: split.plan,
+        supports: capabilityCheck(request),
+        signal: clientGoneSignal(res),
+        primarySkipped: decision.breakerOpen?.primary ?? false,
+      };
+      if (call.stream) await this.stream(req, res, call, request, plan, outcome, started);
+      else await this.json(req, res, request, plan, outcome);
       if (outcome.status === 200) {
         this.experiments.shadow(split, outcome.dispatched?.target, {
           caller,
@@ -123,7 +118,7 @@ export class ChatService {
           route: decision.rule.name,
           strategy: decision.strategyId,
           request,
-          supports,
+          supports: plan.supports,
         });
       }
     } catch (err) {
@@ -133,19 +128,15 @@ export class ChatService {
     }
   }
 
-  private async json(
-    req: GatewayRequest,
-    res: Response,
-    request: ChatRequest,
-    supports: CapabilityCheck,
-    plan: DispatchPlan,
-    signal: AbortSignal,
-    outcome: Outcome,
-  ): Promise<void> {
-    const d = withSkipped(
-      await this.dispatcher.run(plan.targets, signal, supports, (adapter, target) => adapter.chat(request, { target, signal, requestId: req.facts.requestId })),
-      plan,
-    );
+  /** The dispatcher over the plan; the served target is a fallback too when routing skipped the primary (the dispatcher never saw it). */
+  private async dispatch<T>(plan: DispatchPlan, attempt: (adapter: ProviderAdapter, target: UpstreamTarget) => Promise<T>): Promise<Dispatched<T>> {
+    const d = await this.dispatcher.run(plan.targets, plan.signal, plan.supports, attempt);
+    if (plan.primarySkipped) d.fallbackUsed = true;
+    return d;
+  }
+
+  private async json(req: GatewayRequest, res: Response, request: ChatRequest, plan: DispatchPlan, outcome: Outcome): Promise<void> {
+    const d = await this.dispatch(plan, (adapter, target) => adapter.chat(request, { target, signal: plan.signal, requestId: req.facts.requestId }));
     outcome.dispatched = d;
     outcome.usage = d.value.usage;
     outcome.finishReason = d.value.choices[0]?.finish_reason;
@@ -160,14 +151,13 @@ export class ChatService {
     res: Response,
     call: ChatCall,
     request: ChatRequest,
-    supports: CapabilityCheck,
     plan: DispatchPlan,
-    signal: AbortSignal,
     outcome: Outcome,
     started: bigint,
   ): Promise<void> {
+    const { signal } = plan;
     // Fallback stays transparent until the first output: the stream is held until then (DESIGN §5).
-    const opened = await this.dispatcher.run<Opened>(plan.targets, signal, supports, async (adapter, target) => {
+    const d = await this.dispatch<Opened>(plan, async (adapter, target) => {
       const iterator = (await adapter.chatStream(request, { target, signal, requestId: req.facts.requestId }))[Symbol.asyncIterator]();
       const held: StreamEvent[] = [];
       for (;;) {
@@ -177,7 +167,6 @@ export class ChatService {
         if (isOutput(r.value)) return { iterator, held };
       }
     });
-    const d = withSkipped(opened, plan);
     outcome.dispatched = d;
     outcome.ttftMs = Number(process.hrtime.bigint() - started) / 1e6;
     setServedHeaders(req, res, d.target, d.fallbackUsed);
@@ -250,8 +239,7 @@ export class ChatService {
       selectedProvider: d?.target.provider ?? null,
       selectedModel: d?.target.model ?? null,
       fallbackUsed: d?.fallbackUsed ?? false,
-      attempts: d?.attempts ?? o.attempts ?? 0,
-      failedAttempts: tracedFailedAttempts(d, o),
+      ...tracedAttempts(o),
       experimentId: split.experimentId,
       experimentArm: this.experiments.traceArm(split, d?.target),
       status: o.status,

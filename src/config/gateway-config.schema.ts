@@ -207,9 +207,7 @@ const routing = obj({
  * The circuit breakers (issue 4 "Routing"; DESIGN §6 step 4). Routing reads an in-process view of
  * them; other replicas open breakers too, so each replica re-reads the shared state this often.
  */
-const breakers = obj({
-  refresh_seconds: withDefault(num({ min: 0.05, max: 60 }), 1),
-});
+const breakers = section({ refresh_seconds: withDefault(num({ min: 0.05, max: 60 }), 1) }, 'breakers');
 
 export const gatewayConfigSchema = obj({
   providers: withDefault(record(provider, id()), {}),
@@ -222,7 +220,7 @@ export const gatewayConfigSchema = obj({
   metrics: withDefault(obj({ enabled: withDefault(bool(), true) }), { enabled: true }),
   learning: withDefault(learning, learning.parse({}, 'learning')),
   routing: withDefault(routing, routing.parse({}, 'routing')),
-  breakers: withDefault(breakers, breakers.parse({}, 'breakers')),
+  breakers,
 });
 
 export type RawGatewayConfig = Infer<typeof gatewayConfigSchema>;

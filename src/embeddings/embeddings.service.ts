@@ -11,7 +11,7 @@ import { usageCost } from '../routing/strategies/cost';
 import { LimitsService } from '../limits/limits.service';
 import type { EmbeddingResult } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
-import { CapabilityCheck, settleFailure, Dispatched, DispatcherService, FailedAttempt, tracedFailedAttempts } from '../routing/dispatcher.service';
+import { CapabilityCheck, settleFailure, Dispatched, DispatcherService, DispatchOutcome, tracedAttempts } from '../routing/dispatcher.service';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { parseEmbeddingsBody } from './embeddings-request';
 import { embeddingsBody, modelNotSupportedBody } from './embeddings.mapper';
@@ -52,14 +52,8 @@ export function resolveEmbeddingModel(name: string, models: Readonly<Record<stri
 /** Every target of an embedding model passed the start-up check; this guards the dispatcher's contract. */
 const supportsEmbeddings: CapabilityCheck = (caps) => (caps.embeddings ? undefined : 'model');
 
-interface Outcome {
+interface Outcome extends DispatchOutcome {
   dispatched?: Dispatched<EmbeddingResult>;
-  status: number;
-  errorCode?: string;
-  /** Set by settleFailure: the failed upstream calls of a request that none served. */
-  failedAttempts?: readonly FailedAttempt[];
-  /** Upstream calls made, when dispatch failed (a served request's are on `dispatched`). */
-  attempts?: number;
 }
 
 /**
@@ -124,8 +118,7 @@ export class EmbeddingsService {
       selectedProvider: d?.target.provider ?? null,
       selectedModel: d?.target.model ?? null,
       fallbackUsed: d?.fallbackUsed ?? false,
-      attempts: d?.attempts ?? o.attempts ?? 0,
-      failedAttempts: tracedFailedAttempts(d, o),
+      ...tracedAttempts(o),
       experimentId: null,
       experimentArm: null,
       status: o.status,

@@ -3,12 +3,12 @@ import { Counter } from 'prom-client';
 import { Periodic } from '../common/lifecycle/periodic';
 import { AppLogger } from '../common/logging/logger';
 import { ThrottledWarning } from '../common/logging/throttled-warning';
+import { stripUndefined } from '../common/options';
 import { MetricsService } from '../metrics/metrics.service';
 import { evaluateStopRule, type StopVerdict } from './experiment-quality';
 import { ExperimentStatsRepository } from './experiment-stats.repository';
 import { ExperimentsRepository } from './experiments.repository';
 import { ExperimentsService } from './experiments.service';
-import { stripUndefined } from '../common/options';
 
 export class ExperimentStopRulesOptions {
   /** How often the job looks at every active experiment; 0 turns the timer off (run() still works). */

@@ -14,6 +14,7 @@ import type { CreateExperimentDto, TargetDto } from './dto/create-experiment.dto
 import { ExperimentRegressionSink } from './experiment-regression.sink';
 import { DEFAULT_STOP_RULE, type ExperimentRecord, type NewExperiment } from './experiment.record';
 import { ExperimentsRepository } from './experiments.repository';
+import { setBounded } from '../common/bounded-map';
 
 export class ExperimentsOptions {
   /** Milliseconds since the epoch (tests move it). */
@@ -200,10 +201,8 @@ export class ExperimentsService {
     if (fresh && (version === undefined || version === hit.version)) return hit.list;
     try {
       const list = await this.repo.listActiveForOrg(orgId);
-      this.active.delete(orgId);
-      if (this.active.size >= ACTIVE_CACHE_MAX_ORGS) this.active.delete(this.active.keys().next().value as string);
       // The version was read before the list: a change committed in between reloads once more, never less.
-      this.active.set(orgId, { at: this.now(), list, version });
+      setBounded(this.active, orgId, { at: this.now(), list, version }, ACTIVE_CACHE_MAX_ORGS);
       return list;
     } catch (err) {
       this.metrics.storeErrors.inc({ store: 'analytics' });

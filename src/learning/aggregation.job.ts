@@ -3,11 +3,11 @@ import { Counter } from 'prom-client';
 import { Periodic } from '../common/lifecycle/periodic';
 import { AppLogger } from '../common/logging/logger';
 import { ThrottledWarning } from '../common/logging/throttled-warning';
+import { stripUndefined } from '../common/options';
 import { AppConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
 import { AggregationResult, ModelStatsRepository } from './model-stats.repository';
 import { StatsSnapshotService } from './stats-snapshot.service';
-import { stripUndefined } from '../common/options';
 
 export class AggregationJobOptions {
   /** Failures are logged at most once per this interval per kind (aggregation, snapshot). */
@@ -88,8 +88,8 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
   private async once(): Promise<AggregationRun> {
     const { window_days, weights } = this.config.gateway.learning;
     let aggregation: AggregationRun['aggregation'];
-    const started = Date.now();
     try {
+      const started = Date.now();
       aggregation = await this.repo.recompute({ windowSeconds: window_days * DAY_SECONDS, weights });
       this.recomputeDueAt = started + (Date.now() - started) / MAX_DUTY;
     } catch (err) {

@@ -5,13 +5,14 @@ import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
 import { AppLogger } from '../common/logging/logger';
 import { ThrottledWarning } from '../common/logging/throttled-warning';
+import { stripUndefined } from '../common/options';
 import { AppConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
 import { CacheStore, WindowCheck } from '../stores/cache/cache-store';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
 import { withTimeout } from '../stores/with-timeout';
 import { MonthlyUsageRepository, UsageDelta } from './monthly-usage.repository';
-import { stripUndefined } from '../common/options';
+import { setBounded } from '../common/bounded-map';
 
 export type RateLimitedEndpoint = 'chat' | 'embeddings' | 'feedback';
 
@@ -332,9 +333,7 @@ export class LimitsService implements BeforeApplicationShutdown {
   }
 
   private remember(key: string, used: number): void {
-    this.lastUsed.delete(key);
-    if (this.lastUsed.size >= this.o.localMaxKeys) this.lastUsed.delete(this.lastUsed.keys().next().value as string);
-    this.lastUsed.set(key, used);
+    setBounded(this.lastUsed, key, used, this.o.localMaxKeys);
   }
 
   /** A store answered again: the in-process count of an outage is dropped (its requests are pending for the analytics store). */

@@ -8,11 +8,11 @@ import { AppConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
+import { mulberry32 } from '../routing/strategies/random';
 import { CacheStore, WindowCheck } from '../stores/cache/cache-store';
 import { Locale, resolveLocale } from './accept-language';
 import { asInvalidBody, ExplainCall, parseExplainBody } from './explain-request';
 import { ExplainResponseJson, toExplainJson } from './explain.mapper';
-import { mulberry32 } from '../routing/strategies/random';
 
 export interface ExplainQuery {
   caller: Caller;

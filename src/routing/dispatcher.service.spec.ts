@@ -4,7 +4,7 @@ import { AppConfig } from '../config/app-config';
 import { loadEnv } from '../config/env';
 import { loadGatewayConfig } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
-import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import { CircuitBreakerOptions, CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
 import type { ChatRequest } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
@@ -14,33 +14,40 @@ const T0 = 1_750_000_000_000;
 const REQ: ChatRequest = { messages: [{ role: 'user', content: 'Say hello.' }] };
 const REF = { provider: 'up', model: 'm' };
 
+/** The dispatcher with the real registry, adapters and breakers on `store`, for this gateway YAML; `close` ends them all. */
+function makeDispatcher(yaml: string, store: MemoryCacheStore, breakerOptions?: CircuitBreakerOptions) {
+  const config = new AppConfig(loadEnv({}), loadGatewayConfig(yaml, {}));
+  const metrics = new MetricsService();
+  const registry = new ProviderRegistry(config);
+  const breakers = new CircuitBreakerService(store, metrics, { pino: pino({ level: 'silent' }) }, config, breakerOptions);
+  const close = async () => {
+    registry.onApplicationShutdown();
+    await breakers.onModuleDestroy();
+    await store.close();
+  };
+  return { breakers, dispatcher: new DispatcherService(registry, breakers, metrics), close };
+}
+
 /** The dispatcher with the real registry, adapter and breakers (memory store, one moved clock), against an OpenAI-shaped fake. */
 describe('DispatcherService and the half-open probe', () => {
   let fake: OpenAiFake;
   let clock: { t: number };
-  let store: MemoryCacheStore;
-  let registry: ProviderRegistry;
   let breakers: CircuitBreakerService;
   let dispatcher: DispatcherService;
+  let close: () => Promise<void>;
 
   beforeEach(async () => {
     fake = await new OpenAiFake().start();
     clock = { t: T0 };
-    store = new MemoryCacheStore({ now: () => clock.t });
-    const config = new AppConfig(
-      loadEnv({}),
-      loadGatewayConfig(`providers:\n  up: { family: openai, base_url: "${fake.url}", api_key: sk-test }\nmodels:\n  m: { provider: up, type: chat }\n`, {}),
-    );
-    const metrics = new MetricsService();
-    registry = new ProviderRegistry(config);
     // random 0.5: no jitter, so the first open time is exactly 5 s; the probe lease is the default 60 s.
-    breakers = new CircuitBreakerService(store, metrics, { pino: pino({ level: 'silent' }) }, config, { random: () => 0.5, now: () => clock.t });
-    dispatcher = new DispatcherService(registry, breakers, metrics);
+    ({ breakers, dispatcher, close } = makeDispatcher(
+      `providers:\n  up: { family: openai, base_url: "${fake.url}", api_key: sk-test }\nmodels:\n  m: { provider: up, type: chat }\n`,
+      new MemoryCacheStore({ now: () => clock.t }),
+      { random: () => 0.5, now: () => clock.t },
+    ));
   });
   afterEach(async () => {
-    registry.onApplicationShutdown();
-    await breakers.onModuleDestroy();
-    await store.close();
+    await close();
     await fake.stop();
   });
 
@@ -128,10 +135,8 @@ describe('DispatcherService and the half-open probe', () => {
 describe('DispatcherService: the attempts that failed', () => {
   let flaky: OpenAiFake;
   let steady: OpenAiFake;
-  let store: MemoryCacheStore;
-  let registry: ProviderRegistry;
-  let breakers: CircuitBreakerService;
   let dispatcher: DispatcherService;
+  let close: () => Promise<void>;
 
   const FLAKY = { provider: 'flaky', model: 'f' };
   const SLOW = { provider: 'slow', model: 'w' };
@@ -141,12 +146,9 @@ describe('DispatcherService: the attempts that failed', () => {
   beforeEach(async () => {
     flaky = await new OpenAiFake().start();
     steady = await new OpenAiFake().start();
-    store = new MemoryCacheStore();
     // `gone` points at a port nothing listens on (a network failure); `slow` gives up after 100 ms.
-    const config = new AppConfig(
-      loadEnv({}),
-      loadGatewayConfig(
-        `providers:
+    ({ dispatcher, close } = makeDispatcher(
+      `providers:
   flaky: { family: openai, base_url: "${flaky.url}", api_key: sk-test }
   slow: { family: openai, base_url: "${flaky.url}", api_key: sk-test, timeouts: { total_ms: 100 } }
   gone: { family: openai, base_url: "http://127.0.0.1:1", api_key: sk-test }
@@ -157,18 +159,11 @@ models:
   g: { provider: gone, type: chat }
   s: { provider: steady, type: chat }
 `,
-        {},
-      ),
-    );
-    const metrics = new MetricsService();
-    registry = new ProviderRegistry(config);
-    breakers = new CircuitBreakerService(store, metrics, { pino: pino({ level: 'silent' }) }, config);
-    dispatcher = new DispatcherService(registry, breakers, metrics);
+      new MemoryCacheStore(),
+    ));
   });
   afterEach(async () => {
-    registry.onApplicationShutdown();
-    await breakers.onModuleDestroy();
-    await store.close();
+    await close();
     await flaky.stop();
     await steady.stop();
   });

@@ -61,40 +61,42 @@ export class DispatchError extends GatewayError {
   }
 }
 
-export interface FailureOutcome {
-  status: number;
-  errorCode: string;
-  clientGone: boolean;
-  failedAttempts: readonly FailedAttempt[];
-  /** Upstream calls the request made. */
-  attempts: number;
+/** How a failed request is traced: 499 for a client that went away (nothing to answer), else the error's status and code. */
+export function failureOutcome(err: unknown): { status: number; errorCode: string; clientGone: boolean } {
+  if (err instanceof ClientGoneError) return { status: 499, errorCode: 'client_closed', clientGone: true };
+  if (err instanceof GatewayError) return { status: err.status, errorCode: err.code, clientGone: false };
+  return { status: 500, errorCode: 'internal', clientGone: false };
 }
 
-/** How a failed request is traced: 499 for a client that went away (nothing to answer), else the error's status and code. */
-export function failureOutcome(err: unknown): FailureOutcome {
-  const { failedAttempts, attempts } = err instanceof ClientGoneError || err instanceof DispatchError ? err : { failedAttempts: [], attempts: 0 };
-  if (err instanceof ClientGoneError) return { status: 499, errorCode: 'client_closed', clientGone: true, failedAttempts, attempts };
-  if (err instanceof GatewayError) return { status: err.status, errorCode: err.code, clientGone: false, failedAttempts, attempts };
-  return { status: 500, errorCode: 'internal', clientGone: false, failedAttempts, attempts };
+/** What a request's trace records of dispatch: the dispatch that served it, else how it failed (settleFailure). */
+export interface DispatchOutcome {
+  dispatched?: Dispatched<unknown>;
+  status: number;
+  errorCode?: string;
+  /** Set by settleFailure when none served: the upstream calls that failed, of `attempts` made. */
+  failedAttempts?: readonly FailedAttempt[];
+  attempts?: number;
 }
 
 /**
  * Records a failed request's outcome for its trace; a client that went away ends the request quietly
  * (there is no one to answer), anything else is rethrown to the exception filter.
  */
-export function settleFailure(outcome: { status: number; errorCode?: string; failedAttempts?: readonly FailedAttempt[]; attempts?: number }, err: unknown): void {
+export function settleFailure(outcome: DispatchOutcome, err: unknown): void {
   const failure = failureOutcome(err);
   outcome.status = failure.status;
   outcome.errorCode = failure.errorCode;
-  outcome.failedAttempts = failure.failedAttempts;
-  outcome.attempts = failure.attempts;
+  if (err instanceof ClientGoneError || err instanceof DispatchError) {
+    outcome.failedAttempts = err.failedAttempts;
+    outcome.attempts = err.attempts;
+  }
   if (!failure.clientGone) throw err;
 }
 
-/** The trace's `failedAttempts`: the served request's, else those its failure carried; null when none failed. */
-export function tracedFailedAttempts(dispatched: Dispatched<unknown> | undefined, outcome: { failedAttempts?: readonly FailedAttempt[] }): readonly FailedAttempt[] | null {
-  const list = dispatched?.failedAttempts ?? outcome.failedAttempts ?? [];
-  return list.length > 0 ? list : null;
+/** The trace's `attempts` and `failedAttempts` (null when none failed): the served dispatch's, else those its failure carried. */
+export function tracedAttempts(o: DispatchOutcome): { attempts: number; failedAttempts: readonly FailedAttempt[] | null } {
+  const failed = o.dispatched?.failedAttempts ?? o.failedAttempts ?? [];
+  return { attempts: o.dispatched?.attempts ?? o.attempts ?? 0, failedAttempts: failed.length > 0 ? failed : null };
 }
 
 /**

@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import type { EnvConfig } from '../config/env';
 import { Secret } from '../config/secret';
+import { setBounded } from '../common/bounded-map';
 
 /**
  * API keys are stored as HMAC-SHA256(pepper, key) (DESIGN §4): a leaked table cannot be checked
@@ -37,8 +38,7 @@ export class ApiKeyHasher {
     const known = this.recent.get(plainKey);
     if (known !== undefined) return known;
     const hash = createHmac('sha256', this.pepper.reveal()).update(plainKey).digest('hex');
-    if (this.recent.size >= this.maxRecent) this.recent.delete(this.recent.keys().next().value as string);
-    this.recent.set(plainKey, hash);
+    setBounded(this.recent, plainKey, hash, this.maxRecent);
     return hash;
   }
 }

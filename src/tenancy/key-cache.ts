@@ -1,4 +1,5 @@
 import type { Caller } from '../common/http/request-context';
+import { setBounded } from '../common/bounded-map';
 
 interface Entry {
   caller: Caller | null;
@@ -30,8 +31,7 @@ export class KeyCache {
   }
 
   set(hash: string, caller: Caller | null): void {
-    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
-    this.entries.set(hash, { caller, expiresAt: this.now() + (caller ? this.positiveTtlMs : this.negativeTtlMs) });
+    setBounded(this.entries, hash, { caller, expiresAt: this.now() + (caller ? this.positiveTtlMs : this.negativeTtlMs) }, this.maxEntries);
   }
 
   delete(hash: string): void {

@@ -3,10 +3,10 @@ import type { Logger } from 'pino';
 import { Counter, Gauge } from 'prom-client';
 import { AppLogger } from '../common/logging/logger';
 import { ThrottledWarning } from '../common/logging/throttled-warning';
+import { stripUndefined } from '../common/options';
 import { MetricsService } from '../metrics/metrics.service';
 import { withTimeout } from '../stores/with-timeout';
 import { DecisionTrace, DecisionTraceSink } from './decision-trace';
-import { stripUndefined } from '../common/options';
 
 export type { DecisionTrace } from './decision-trace';
 

@@ -100,7 +100,10 @@ export abstract class FakeUpstream {
 
   async start(): Promise<this> {
     this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    this.server.keepAliveTimeout = 5_000;
+    // The fakes run in the test's own process: a test that holds the event loop for seconds (the Gemini
+    // fake computing thousands of embeddings on a loaded machine) must not have the server drop the idle
+    // keep-alive socket the gateway's agent is about to reuse (ECONNRESET on the next request).
+    this.server.keepAliveTimeout = 60_000;
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     return this;

@@ -34,6 +34,14 @@ export function int(body: Record<string, unknown>, key: string, min: number, max
   return v;
 }
 
+/** `body[key]` as a boolean; undefined when absent. */
+export function bool(body: Record<string, unknown>, key: string): boolean | undefined {
+  const v = body[key];
+  if (absent(v)) return undefined;
+  if (typeof v !== 'boolean') return fail(key, `${key} must be a boolean.`);
+  return v;
+}
+
 export function str(v: unknown, param: string, opts: { max?: number; nonEmpty?: boolean } = {}): string {
   if (typeof v !== 'string') return fail(param, `${param} must be a string, got ${typeName(v)}.`);
   if (opts.nonEmpty && v.length === 0) return fail(param, `${param} must not be empty.`);

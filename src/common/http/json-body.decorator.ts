@@ -8,13 +8,12 @@ export const MiB = 1024 * 1024;
 /** The request itself: JsonBodyPipe reads its body. */
 const RequestParam = createParamDecorator((_: unknown, ctx: ExecutionContext) => ctx.switchToHttp().getRequest<GatewayRequest>());
 
-/** Reads the raw body with the route's cap and parses it safely; also leaves it on `req.body`. */
+/** Reads the raw body with the route's cap and parses it safely. */
 class JsonBodyPipe implements PipeTransform<GatewayRequest, Promise<unknown>> {
   constructor(private readonly opts: JsonBodyOptions) {}
 
   async transform(req: GatewayRequest): Promise<unknown> {
-    req.body = parseJsonSafely(await readRawBody(req, this.opts.limit), this.opts.invalidCode);
-    return req.body;
+    return parseJsonSafely(await readRawBody(req, this.opts.limit), this.opts.invalidCode);
   }
 }
 

@@ -1,7 +1,8 @@
-import { ArgumentMetadata, Injectable, PipeTransform, Type } from '@nestjs/common';
+import { ArgumentMetadata, PipeTransform, Type } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
 import { validateSync, ValidationError } from 'class-validator';
 import { GatewayError } from '../errors/gateway-error';
+import { isObject } from './body-checks';
 import { JsonBody } from './json-body.decorator';
 import type { JsonBodyOptions } from './json-body';
 
@@ -23,20 +24,15 @@ function firstError(errors: ValidationError[], prefix = ''): { param: string; me
  * class-validator DTO pipe: whitelist + forbidNonWhitelisted, the first failure becomes the
  * route's 400 code with `param` naming the field.
  */
-@Injectable()
 export class DtoPipe implements PipeTransform {
   constructor(
     private readonly code: 'invalid_body' | 'invalid_request',
-    private readonly dto?: Type<object>,
+    private readonly dto: Type<object>,
   ) {}
 
-  transform(value: unknown, metadata: ArgumentMetadata): unknown {
-    const dto = this.dto ?? (metadata.metatype as Type<object> | undefined);
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw new GatewayError(this.code, 'The request body must be a JSON object.');
-    }
-    if (!dto || dto === Object) return value;
-    const instance = plainToInstance(dto, value, { enableImplicitConversion: false });
+  transform(value: unknown, _metadata?: ArgumentMetadata): unknown {
+    if (!isObject(value)) throw new GatewayError(this.code, 'The request body must be a JSON object.');
+    const instance = plainToInstance(this.dto, value, { enableImplicitConversion: false });
     const errors = validateSync(instance, { whitelist: true, forbidNonWhitelisted: true, forbidUnknownValues: true });
     const err = firstError(errors);
     if (err) throw new GatewayError(this.code, err.message, { param: err.param });

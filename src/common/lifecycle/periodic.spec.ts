@@ -97,6 +97,22 @@ describe('Periodic', () => {
     expect(beat.started).toBe(1);
   });
 
+  it('run() waits for a custom beat under way, so an older beat never finishes after the run', async () => {
+    const w = new Work();
+    const p = new Periodic(w.fn);
+    const beat = new Work();
+    p.start(5, beat.fn);
+    while (beat.started < 1) await sleep(1);
+    const run = p.run();
+    await sleep(20);
+    expect(w.started).toBe(0);
+    await beat.finish();
+    while (w.started < 1) await sleep(1);
+    await w.finish();
+    await run;
+    await p.stop();
+  });
+
   it('stop(waitMs) waits for a run under way, at most waitMs; stop() waits for nothing; an interval <= 0 starts no timer', async () => {
     const w = new Work();
     const p = new Periodic(w.fn);

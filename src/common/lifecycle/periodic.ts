@@ -1,11 +1,14 @@
+import { withTimeout } from '../../stores/with-timeout';
+
 const ignore = (): void => undefined;
 
 /**
  * The timer, single-flight and shutdown of a periodic job (learning aggregation, regression detector
  * and regressions snapshot, experiment stop rules), so each job holds only what one run does.
  *
- * - `run()` never overlaps itself in one process: a call while a run is under way waits for it and
- *   then runs again, so whatever was written before the call is seen by the run it gets back.
+ * - `run()` never overlaps itself in one process: a call while a run (or a custom beat) is under way
+ *   waits for it and then runs again, so whatever was written before the call is seen by the run it
+ *   gets back, and no older beat finishes after it.
  * - `start()` beats on an unref'd timer (it never keeps a finished process alive); a beat that comes
  *   while a run or the previous beat is under way is skipped, so a slow store never piles work up
  *   (a custom beat, e.g. the aggregation job's reload, is single-flight too).
@@ -28,7 +31,9 @@ export class Periodic<T> {
   }
 
   async run(): Promise<T> {
-    while (this.inFlight) await this.inFlight;
+    // A custom beat under way (a reload) is waited for too: it could otherwise finish after this run
+    // and put back what it read before.
+    while (this.inFlight || this.beating) await (this.inFlight ?? this.beating);
     const p = this.work();
     this.inFlight = p;
     try {
@@ -57,17 +62,8 @@ export class Periodic<T> {
   async stop(waitMs = 0): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
-    const pending: Array<Promise<unknown>> = [];
-    if (this.inFlight) pending.push(this.inFlight);
-    if (this.beating) pending.push(this.beating);
+    const pending = [this.inFlight, this.beating].filter((p) => p !== undefined);
     if (pending.length === 0 || !(waitMs > 0)) return;
-    const p = Promise.all(pending.map((x) => x.then(ignore, ignore)));
-    let timer: NodeJS.Timeout | undefined;
-    const timeUp = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, waitMs);
-      timer.unref();
-    });
-    await Promise.race([p.then(ignore, ignore), timeUp]);
-    clearTimeout(timer);
+    await withTimeout(Promise.allSettled(pending), waitMs, 'periodic job').catch(ignore);
   }
 }

@@ -65,11 +65,11 @@ export class AnthropicAdapter implements ProviderAdapter {
     })();
   }
 
-  private async send(req: ChatRequest, ctx: CallContext, stream: boolean): Promise<UpstreamResponse> {
+  private send(req: ChatRequest, ctx: CallContext, stream: boolean): Promise<UpstreamResponse> {
     const { provider } = ctx.target;
     const headers: Record<string, string> = { 'anthropic-version': ANTHROPIC_VERSION, ...provider.headers };
     if (provider.apiKey) headers['x-api-key'] = provider.apiKey.reveal();
-    const res = await this.http.send({
+    return this.http.send({
       poolKey: provider.id,
       url: messagesUrl(provider.baseUrl),
       headers,
@@ -78,16 +78,17 @@ export class AnthropicAdapter implements ProviderAdapter {
       timeouts: ctx.target.timeouts,
       maxBytes: ctx.target.maxResponseBytes,
       stream,
-    });
-    if (res.status === 200) return res;
-    const text = await UpstreamHttp.errorText(res.body);
-    const { type, message } = errorTypeOf(text);
-    throw new UpstreamError('status', `anthropic ${res.status} ${type ?? ''}: ${message ?? text.slice(0, 500)}`, {
-      status: res.status,
-      retryAfterMs: res.retryAfterMs,
-      code: type,
+      ok: only200,
+      statusError,
     });
   }
+}
+
+const only200 = (status: number) => status === 200;
+
+function statusError(status: number, text: string, retryAfterMs: number | undefined): UpstreamError {
+  const { type, message } = errorTypeOf(text);
+  return new UpstreamError('status', `anthropic ${status} ${type ?? ''}: ${message ?? text.slice(0, 500)}`, { status, retryAfterMs, code: type });
 }
 
 export const createAnthropicAdapter = (http: UpstreamHttp): ProviderAdapter => new AnthropicAdapter(http);

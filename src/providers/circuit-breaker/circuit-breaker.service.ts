@@ -98,9 +98,8 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   private readonly localAnswers: Counter<'provider'>;
   /** The view: provider id → end of its open time (ms since the epoch, the deciding store's clock), for open breakers only. */
   private readonly openUntil = new Map<string, number>();
-  /** Steps observed so far, and the count at each provider's latest one: a refresh that started before a step must not undo it. */
-  private steps = 0;
-  private readonly lastStep = new Map<string, number>();
+  /** Providers stepped since the current refresh began (refreshes never overlap): a refresh that read before a step must not undo it. */
+  private readonly steppedSinceRead = new Set<string>();
   private readonly beat = new Periodic(() => this.readShared());
   private stopped = false;
 
@@ -151,6 +150,14 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
     await this.step(providerId, op);
   }
 
+  /**
+   * Gives back a probe lease whose attempt ended with no verdict (the client went away), so the next
+   * request probes at once instead of after probeLeaseMs; counts neither a success nor a failure.
+   */
+  async release(providerId: string): Promise<void> {
+    await this.step(providerId, 'probe_release');
+  }
+
   /** For /health/providers and explain: current state per configured provider id. */
   async states(): Promise<Record<string, ProviderBreakerState>> {
     const ids = Object.keys(this.config.gateway.providers);
@@ -199,7 +206,7 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   private async readShared(): Promise<void> {
     if (this.stopped || this.now() < this.sharedRetryAt) return;
     const ids = Object.keys(this.config.gateway.providers);
-    const before = this.steps;
+    this.steppedSinceRead.clear();
     let decisions: BreakerDecision[];
     try {
       decisions = await Promise.all(ids.map((id) => this.shared.breaker(breakerKey(id), 'state', this.params())));
@@ -211,7 +218,7 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
       return;
     }
     ids.forEach((id, i) => {
-      if ((this.lastStep.get(id) ?? 0) <= before) this.observe(id, decisions[i]);
+      if (!this.steppedSinceRead.has(id)) this.observe(id, decisions[i]);
     });
   }
 
@@ -238,7 +245,7 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
       }
     }
     this.observe(providerId, d);
-    this.lastStep.set(providerId, ++this.steps);
+    this.steppedSinceRead.add(providerId);
     return d;
   }
 
@@ -276,13 +283,5 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
     this.metrics.storeErrors.inc({ store: 'cache' });
     this.localAnswers.inc({ provider: providerId });
     this.warning.warn('cache-store:circuit-breaker', err, { fallback: 'local breaker' });
-  }
-
-  /**
-   * Gives back a probe lease whose attempt ended with no verdict (the client went away), so the next
-   * request probes at once instead of after probeLeaseMs; counts neither a success nor a failure.
-   */
-  async release(providerId: string): Promise<void> {
-    await this.step(providerId, 'probe_release');
   }
 }

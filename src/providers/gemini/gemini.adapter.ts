@@ -12,6 +12,8 @@ export const GEMINI_DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.co
 
 type Method = 'generateContent' | 'streamGenerateContent' | 'embedContent' | 'batchEmbedContents';
 
+const only200 = (status: number) => status === 200;
+
 /**
  * The `gemini` family: Google's native Gemini API (providers reference §3, issue 4). The API key goes
  * in the `x-goog-api-key` header, never in the URL, so no logged URL carries it. Streams use
@@ -91,14 +93,14 @@ export class GeminiAdapter implements ProviderAdapter {
     return result;
   }
 
-  private async send(ctx: CallContext, method: Method, body: unknown, stream: boolean, timeouts = ctx.target.timeouts): Promise<UpstreamResponse> {
+  private send(ctx: CallContext, method: Method, body: unknown, stream: boolean, timeouts = ctx.target.timeouts): Promise<UpstreamResponse> {
     const { target } = ctx;
     const base = (target.provider.baseUrl ?? GEMINI_DEFAULT_BASE_URL).replace(/\/+$/, '');
     const model = encodeURIComponent(target.upstream.replace(/^models\//, ''));
     const headers: Record<string, string> = { ...target.provider.headers };
     if (target.provider.apiKey) headers['x-goog-api-key'] = target.provider.apiKey.reveal();
     if (stream) headers.accept = 'text/event-stream';
-    const res = await this.http.send({
+    return this.http.send({
       poolKey: target.provider.id,
       url: `${base}/models/${model}:${method}${stream ? '?alt=sse' : ''}`,
       headers,
@@ -107,9 +109,9 @@ export class GeminiAdapter implements ProviderAdapter {
       timeouts,
       maxBytes: target.maxResponseBytes,
       stream,
+      ok: only200,
+      statusError: toStatusError,
     });
-    if (res.status !== 200) throw toStatusError(res.status, await UpstreamHttp.errorText(res.body), res.retryAfterMs);
-    return res;
   }
 }
 

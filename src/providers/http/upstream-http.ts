@@ -17,32 +17,35 @@ export interface UpstreamRequest {
   maxBytes: number;
   /** Streams get the first-token and idle timers and no compression (a compressed stream would buffer). */
   stream: boolean;
+  /** Whether a status is an answer (default: any 2xx); any other is an error, see `statusError`. */
+  ok?: (status: number) => boolean;
+  /**
+   * The family's error for a status that is not an answer, from the start of its body (read as
+   * `readErrorText` says) and the `retry-after(-ms)` header; `send` rejects with it.
+   */
+  statusError: (status: number, bodyText: string, retryAfterMs: number | undefined) => UpstreamError;
 }
 
+/** An answer (a status the request's `ok` accepts): error statuses reject `send` instead. */
 export interface UpstreamResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
-  /** Milliseconds the upstream asked to wait, from `retry-after(-ms)`. */
-  retryAfterMs?: number;
   /** The body as it arrives, under the idle/total timers and the size cap. Iterate it once. */
   body: AsyncIterable<Buffer>;
 }
 
 /**
- * How much of a non-2xx body `errorText` reads. Adapters keep about 500 characters of it for the
- * log line; the rest of a multi-MiB error page is never buffered.
+ * How much of an error status's body `readErrorText` reads. Adapters keep about 500 characters of
+ * it for the log line; the rest of a multi-MiB error page is never buffered.
  */
 export const ERROR_BODY_MAX_BYTES = 64 * 1024;
 
 /**
- * How long `errorText` waits for a non-2xx body. The status alone decides fallback (DESIGN §5
- * "fallback triggers"), so a body that stalls or drips must not hold the next target back for the
- * total timeout (600 s by default, the only timer on a non-streaming body).
+ * How long `readErrorText` waits for an error status's body. The status alone decides fallback
+ * (DESIGN §5 "fallback triggers"), so a body that stalls or drips must not hold the next target back
+ * for the total timeout (600 s by default, the only timer on a non-streaming body).
  */
 export const ERROR_BODY_MAX_MS = 2_000;
-
-/** How to drop a body the reader stops reading: destroys the connection (a pending read then ends). */
-const abandoners = new WeakMap<AsyncIterable<Buffer>, () => void>();
 
 /** Thrown into the socket when connecting takes too long; mapped to a timeout UpstreamError. */
 class ConnectTimeout extends Error {}
@@ -83,7 +86,6 @@ function upstreamAgent<T extends typeof http.Agent | typeof https.Agent>(Base: T
 /** Parsed URLs of the upstream endpoints (a handful per provider, reused on every call). */
 interface Endpoint {
   transport: typeof http | typeof https;
-  https: boolean;
   hostname: string;
   port: string;
   path: string;
@@ -91,12 +93,16 @@ interface Endpoint {
   auth?: string;
 }
 
+const ZLIB_SYNC = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH };
+const BROTLI_SYNC = { flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH };
 const DECODERS: Record<string, () => zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress> = {
-  gzip: () => zlib.createGunzip({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }),
-  'x-gzip': () => zlib.createGunzip({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }),
-  deflate: () => zlib.createInflate({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }),
-  br: () => zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }),
+  gzip: () => zlib.createGunzip(ZLIB_SYNC),
+  'x-gzip': () => zlib.createGunzip(ZLIB_SYNC),
+  deflate: () => zlib.createInflate(ZLIB_SYNC),
+  br: () => zlib.createBrotliDecompress(BROTLI_SYNC),
 };
+
+const is2xx = (status: number) => status >= 200 && status < 300;
 
 /**
  * The shared upstream HTTP client (DESIGN §2 "keep-alive agents"), on `node:http` / `node:https`
@@ -107,9 +113,10 @@ const DECODERS: Record<string, () => zlib.Gunzip | zlib.Inflate | zlib.BrotliDec
  *
  * It owns the four timeouts of a call — connect (on the socket), first token and idle between
  * chunks (streams), total — and the response size cap, and turns every failure into an
- * UpstreamError. A client abort (the caller's signal) becomes kind `aborted`, which the routing
- * layer never falls back on. Non-streaming answers may come compressed (gzip, deflate, br) and are
- * decoded; streams ask for `identity`.
+ * UpstreamError; an error status becomes the family's `statusError`, so adapters only see answers.
+ * A client abort (the caller's signal) becomes kind `aborted`, which the routing layer never falls
+ * back on. Non-streaming answers may come compressed (gzip, deflate, br) and are decoded; streams
+ * ask for `identity`.
  */
 export class UpstreamHttp {
   private readonly agents = new Map<string, { http: http.Agent; https: https.Agent }>();
@@ -164,7 +171,7 @@ export class UpstreamHttp {
           method: req.method ?? 'POST',
           headers,
           auth: endpoint.auth,
-          agent: endpoint.https ? agents.https : agents.http,
+          agent: endpoint.transport === https ? agents.https : agents.http,
         },
         (res) => {
           settled = true;
@@ -178,13 +185,17 @@ export class UpstreamHttp {
             res.on('error', (err) => decoder.destroy(err));
             source = res.pipe(decoder);
           }
+          const status = res.statusCode ?? 0;
           const body = readBody(source, res);
-          abandoners.set(body, () => {
+          if ((req.ok ?? is2xx)(status)) return resolve({ status, headers: res.headers, body });
+          const abandon = () => {
             clearAll();
             outgoing.destroy();
             if (source !== res && !source.destroyed) source.destroy();
-          });
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, retryAfterMs: parseRetryAfter(res.headers), body });
+          };
+          readErrorText(body, abandon)
+            .then((text) => req.statusError(status, text, parseRetryAfter(res.headers)))
+            .then(reject, reject);
         },
       );
 
@@ -236,45 +247,6 @@ export class UpstreamHttp {
     return chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
   }
 
-  /**
-   * Reads the start of a non-2xx answer's body, for the status error's detail (logs only): at most
-   * ERROR_BODY_MAX_BYTES, for at most ERROR_BODY_MAX_MS, then the connection is dropped and what
-   * arrived is returned. The status is what counts (fallback triggers, the client's error), so a body
-   * that cannot be read (cut mid-body, over the size cap, a timer) gives '' instead of turning the
-   * status error into a network or protocol one. A client abort while reading stays an abort:
-   * nothing is tried after it.
-   */
-  static async errorText(body: AsyncIterable<Buffer>): Promise<string> {
-    const it = body[Symbol.asyncIterator]();
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<'expired'>((resolve) => (timer = setTimeout(() => resolve('expired'), ERROR_BODY_MAX_MS)));
-    try {
-      for (;;) {
-        // A read that loses to the timer settles once the connection is dropped; the race handles it.
-        const r = await Promise.race([it.next(), expired]);
-        if (r !== 'expired' && r.done) break;
-        if (r !== 'expired') {
-          chunks.push(r.value);
-          size += r.value.length;
-        }
-        if (r === 'expired' || size >= ERROR_BODY_MAX_BYTES) {
-          // The rest is not wanted: drop the connection rather than keep it to drain the body.
-          abandoners.get(body)?.();
-          it.return?.().catch(() => undefined);
-          break;
-        }
-      }
-    } catch (err) {
-      if (err instanceof UpstreamError && err.kind === 'aborted') throw err;
-      return '';
-    } finally {
-      clearTimeout(timer);
-    }
-    return Buffer.concat(chunks).subarray(0, ERROR_BODY_MAX_BYTES).toString('utf8');
-  }
-
   destroy(): void {
     for (const a of this.agents.values()) {
       a.http.destroy();
@@ -291,7 +263,6 @@ export class UpstreamHttp {
     const secure = u.protocol === 'https:';
     e = {
       transport: secure ? https : http,
-      https: secure,
       hostname: u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname,
       port: u.port || (secure ? '443' : '80'),
       path: `${u.pathname}${u.search}`,
@@ -318,4 +289,43 @@ export class UpstreamHttp {
 function hasHeader(headers: Record<string, unknown>, name: string): boolean {
   for (const k of Object.keys(headers)) if (k.toLowerCase() === name) return true;
   return false;
+}
+
+/**
+ * Reads the start of an error status's body, for the status error's detail (logs only): at most
+ * ERROR_BODY_MAX_BYTES, for at most ERROR_BODY_MAX_MS, then `abandon` drops the connection (a pending
+ * read then ends) and what arrived is returned. The status is what counts (fallback triggers, the
+ * client's error), so a body that cannot be read (cut mid-body, over the size cap, a timer) gives ''
+ * instead of turning the status error into a network or protocol one. A client abort while reading
+ * stays an abort: nothing is tried after it.
+ */
+async function readErrorText(body: AsyncIterable<Buffer>, abandon: () => void): Promise<string> {
+  const it = body[Symbol.asyncIterator]();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'expired'>((resolve) => (timer = setTimeout(() => resolve('expired'), ERROR_BODY_MAX_MS)));
+  try {
+    for (;;) {
+      // A read that loses to the timer settles once the connection is dropped; the race handles it.
+      const r = await Promise.race([it.next(), expired]);
+      if (r !== 'expired' && r.done) break;
+      if (r !== 'expired') {
+        chunks.push(r.value);
+        size += r.value.length;
+      }
+      if (r === 'expired' || size >= ERROR_BODY_MAX_BYTES) {
+        // The rest is not wanted: drop the connection rather than keep it to drain the body.
+        abandon();
+        it.return?.().catch(() => undefined);
+        break;
+      }
+    }
+  } catch (err) {
+    if (err instanceof UpstreamError && err.kind === 'aborted') throw err;
+    return '';
+  } finally {
+    clearTimeout(timer);
+  }
+  return Buffer.concat(chunks).subarray(0, ERROR_BODY_MAX_BYTES).toString('utf8');
 }

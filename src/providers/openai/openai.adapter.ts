@@ -9,8 +9,6 @@ import { readChatStream } from './openai.stream';
 import type { WireChatCompletion, WireEmbeddingResponse } from './openai.wire';
 import { OpenAiCompatibleFamily, OpenAiVariant, variantOf } from './variants';
 
-const ok = (status: number) => status >= 200 && status < 300;
-
 function parseJson<T>(text: string, what: string): T {
   try {
     // DeepSeek sends blank lines before the JSON while a request is queued (reference §5); JSON.parse skips them.
@@ -59,10 +57,9 @@ export class OpenAiCompatibleAdapter implements ProviderAdapter {
     return fromWireEmbeddings(parseJson<WireEmbeddingResponse>(await UpstreamHttp.text(res.body), 'embeddings body'), req.input.length);
   }
 
-  /** Sends one call; a non-2xx answer is read (under the size cap) and thrown as a status error. */
-  private async send(ctx: CallContext, url: string, body: unknown, stream: boolean): Promise<UpstreamResponse> {
+  private send(ctx: CallContext, url: string, body: unknown, stream: boolean): Promise<UpstreamResponse> {
     const { target } = ctx;
-    const res = await this.http.send({
+    return this.http.send({
       poolKey: target.provider.id,
       url,
       headers: headersFor(target, this.variant, stream),
@@ -71,9 +68,8 @@ export class OpenAiCompatibleAdapter implements ProviderAdapter {
       timeouts: target.timeouts,
       maxBytes: target.maxResponseBytes,
       stream,
+      statusError,
     });
-    if (ok(res.status)) return res;
-    throw statusError(res.status, await UpstreamHttp.errorText(res.body), res.retryAfterMs);
   }
 }
 

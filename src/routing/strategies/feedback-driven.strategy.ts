@@ -1,8 +1,8 @@
 import type { TargetRef } from '../../config/gateway-config';
-import { learnedInsight } from './learned-insight';
-import { argmax, asCandidate, byScore, drawWinnersUnder, explorationScale, LearnedScorer, RouterParams } from './learned-score';
+import { argmax, asCandidate, byScore, drawWinnersUnder, explorationScale } from './learned-score';
+import { LearnedStrategy } from './learned.strategy';
 import { NormalSampler } from './random';
-import { RoutingStrategy, StrategyContext, StrategyResult } from './strategy';
+import type { StrategyContext, StrategyResult } from './strategy';
 
 /**
  * `feedback_driven` (DESIGN §6): candidates scored by LearnedScorer's posterior; the order is
@@ -29,22 +29,11 @@ import { RoutingStrategy, StrategyContext, StrategyResult } from './strategy';
  *   phase, weights             the selected candidate's (each candidate is scored with its own phase);
  *   evidence                   evidenceOf (selected n, top-2 score gap, outcome variance, regressions).
  */
-export class FeedbackDrivenStrategy implements RoutingStrategy {
+export class FeedbackDrivenStrategy extends LearnedStrategy {
   readonly id = 'feedback_driven' as const;
-  readonly invokesRouter = true;
-
-  constructor(
-    private readonly scorer: LearnedScorer,
-    private readonly params: RouterParams,
-  ) {}
-
-  scoreOf(candidate: TargetRef, ctx: StrategyContext): number {
-    return this.scorer.assess(candidate, ctx.input.caller.orgId, ctx.now).score;
-  }
 
   select(candidates: readonly TargetRef[], ctx: StrategyContext): StrategyResult {
-    const orgId = ctx.input.caller.orgId;
-    const a = candidates.map((t) => this.scorer.assess(t, orgId, ctx.now));
+    const a = this.assessAll(candidates, ctx);
     if (a.length === 0) return { ordered: [] };
     const byMean = byScore(a);
     // Live draws: the posterior with each spread scaled by explorationScale(n) (routing.exploration).
@@ -59,13 +48,10 @@ export class FeedbackDrivenStrategy implements RoutingStrategy {
 
     return {
       ordered: order.map((i) => asCandidate(a[i])),
-      insight: learnedInsight(
-        { scorer: this.scorer, params: this.params, ctx, all: a, selected, phase: selected.phase, weights: selected.weights },
-        (k, random) => {
-          const [posterior, live] = drawWinnersUnder(a, k, random, argmax, [a.map(() => 1), scale]);
-          return { raw: posterior[order[0]] / k, explorationRateEffective: 1 - live[byMean[0]] / k };
-        },
-      ),
+      insight: this.insight(ctx, a, selected, { phase: selected.phase, weights: selected.weights }, (k, random) => {
+        const [posterior, live] = drawWinnersUnder(a, k, random, argmax, [a.map(() => 1), scale]);
+        return { raw: posterior[order[0]] / k, explorationRateEffective: 1 - live[byMean[0]] / k };
+      }),
     };
   }
 }

@@ -1,8 +1,8 @@
 import type { ModelSpec, TargetRef } from '../../config/gateway-config';
 import { estimateCost } from './cost';
-import { learnedInsight } from './learned-insight';
 import { asCandidate, byScore, drawWinners, LearnedScorer, RouterParams } from './learned-score';
-import { RoutingStrategy, StrategyContext, StrategyResult } from './strategy';
+import { LearnedStrategy } from './learned.strategy';
+import type { StrategyContext, StrategyResult } from './strategy';
 
 /**
  * The smart_cost rule over a set of scores: among the candidates whose score is within `tolerance`
@@ -36,23 +36,19 @@ export function cheapestWithinTolerance(scores: ArrayLike<number>, costs: readon
  * the request id) in which the same rule, applied to the drawn scores, picks the same candidate;
  * capped like feedback_driven's. phase and weights are feedback_driven's only (contract): null here.
  */
-export class SmartCostStrategy implements RoutingStrategy {
+export class SmartCostStrategy extends LearnedStrategy {
   readonly id = 'smart_cost' as const;
-  readonly invokesRouter = true;
 
   constructor(
-    private readonly scorer: LearnedScorer,
-    private readonly params: RouterParams,
+    scorer: LearnedScorer,
+    params: RouterParams,
     private readonly models: Readonly<Record<string, ModelSpec>>,
-  ) {}
-
-  scoreOf(candidate: TargetRef, ctx: StrategyContext): number {
-    return this.scorer.assess(candidate, ctx.input.caller.orgId, ctx.now).score;
+  ) {
+    super(scorer, params);
   }
 
   select(candidates: readonly TargetRef[], ctx: StrategyContext): StrategyResult {
-    const orgId = ctx.input.caller.orgId;
-    const a = candidates.map((t) => this.scorer.assess(t, orgId, ctx.now));
+    const a = this.assessAll(candidates, ctx);
     if (a.length === 0) return { ordered: [] };
     const costs = a.map((x) => estimateCost(this.models[x.model], ctx.tokens));
     const tolerance = this.params.smart_cost.tolerance;
@@ -69,13 +65,10 @@ export class SmartCostStrategy implements RoutingStrategy {
 
     return {
       ordered: order.map((i) => asCandidate(a[i])),
-      insight: learnedInsight(
-        { scorer: this.scorer, params: this.params, ctx, all: a, selected, phase: null, weights: null },
-        (k, random) => {
-          const wins = drawWinners(a, k, random, (theta) => cheapestWithinTolerance(theta, costs, tolerance));
-          return { raw: wins[pick] / k, explorationRateEffective: 0 };
-        },
-      ),
+      insight: this.insight(ctx, a, selected, { phase: null, weights: null }, (k, random) => {
+        const wins = drawWinners(a, k, random, (theta) => cheapestWithinTolerance(theta, costs, tolerance));
+        return { raw: wins[pick] / k, explorationRateEffective: 0 };
+      }),
     };
   }
 }

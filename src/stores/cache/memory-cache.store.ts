@@ -1,6 +1,7 @@
 import { assertUnreachable } from '../../common/errors/error-catalogue';
 import { checkBreaker, checkLimit, checkTtl, checkWindows } from './cache-input';
 import { BreakerDecision, BreakerOp, BreakerParams, CacheStore, CounterDecision, WindowCheck, WindowDecision } from './cache-store';
+import { setBounded } from '../../common/bounded-map';
 
 export interface MemoryCacheStoreOptions {
   /** Milliseconds since the epoch; injectable so tests move time instead of sleeping. */
@@ -285,11 +286,7 @@ export class MemoryCacheStore extends CacheStore {
     this.entries.delete(key);
     // A full store of live keys would otherwise pay a whole sweep on every write.
     if (this.entries.size >= this.maxEntries && this.now() - this.lastSweepAt >= 1_000) this.sweep();
-    while (this.entries.size >= this.maxEntries) {
-      const oldest = this.entries.keys().next().value as string;
-      this.entries.delete(oldest);
-    }
-    this.entries.set(key, entry);
+    setBounded(this.entries, key, entry, this.maxEntries);
   }
 }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { closeSync, fsyncSync, futimesSync, linkSync, openSync, readFileSync, readlinkSync, realpathSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, futimesSync, linkSync, mkdirSync, openSync, readFileSync, readlinkSync, realpathSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -248,7 +248,7 @@ export class PgliteDirLock {
 
   private constructor(
     private readonly key: string,
-    readonly path: string,
+    private readonly path: string,
     private readonly token: string,
     private readonly fd: number,
   ) {
@@ -263,8 +263,26 @@ export class PgliteDirLock {
     this.refresh.unref();
   }
 
-  /** Rejects with PgliteDirLockedError when another live process (or this one) holds `dir`. `dir` must exist. */
-  static async acquire(dir: string): Promise<PgliteDirLock> {
+  /**
+   * Opens a store on `dataDir` (created if missing) holding the directory's lock, which `open` hands to
+   * the store to release on close, and which is released here if opening fails. No `dataDir` (in
+   * memory): no lock. Rejects with PgliteDirLockedError when another live process (or this one) holds it.
+   */
+  static async openWith<T>(dataDir: string | undefined, open: (lock: PgliteDirLock | undefined) => Promise<T>): Promise<T> {
+    let lock: PgliteDirLock | undefined;
+    if (dataDir) {
+      mkdirSync(dataDir, { recursive: true });
+      lock = await PgliteDirLock.acquire(dataDir);
+    }
+    try {
+      return await open(lock);
+    } catch (err) {
+      lock?.release();
+      throw err;
+    }
+  }
+
+  private static async acquire(dir: string): Promise<PgliteDirLock> {
     const shown = resolve(dir);
     const key = realpathSync(dir);
     if (held.has(key)) throw new PgliteDirLockedError(`the embedded database in ${shown} is already open in this process (pid ${process.pid})`);

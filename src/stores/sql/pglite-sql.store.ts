@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { PGlite, type Results, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { withTimeout } from '../with-timeout';
@@ -55,12 +54,7 @@ export class PgliteSqlStore extends SqlStore {
 
   /** Rejects with PgliteDirLockedError when another process has `dataDir` open. */
   static async create(options: PgliteSqlStoreOptions = {}): Promise<PgliteSqlStore> {
-    let lock: PgliteDirLock | undefined;
-    if (options.dataDir) {
-      mkdirSync(options.dataDir, { recursive: true });
-      lock = await PgliteDirLock.acquire(options.dataDir);
-    }
-    try {
+    return PgliteDirLock.openWith(options.dataDir, async (lock) => {
       const db = await PGlite.create({
         dataDir: options.dataDir,
         loadDataDir: options.loadDataDir,
@@ -68,10 +62,7 @@ export class PgliteSqlStore extends SqlStore {
         parsers: PARSERS,
       });
       return new PgliteSqlStore(db, lock);
-    } catch (err) {
-      lock?.release();
-      throw err;
-    }
+    });
   }
 
   async query<R extends object = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {

@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import { withTimeout } from '../with-timeout';
@@ -207,23 +206,15 @@ export class PgliteWorkerSqlStore extends SqlStore {
 
   /** Rejects with PgliteDirLockedError when another process has `dataDir` open. */
   static async create(options: PgliteWorkerOptions = {}): Promise<PgliteWorkerSqlStore> {
-    let lock: PgliteDirLock | undefined;
-    if (options.dataDir) {
-      mkdirSync(options.dataDir, { recursive: true });
-      lock = await PgliteDirLock.acquire(options.dataDir);
-    }
-    // libuv's thread pool (file system, DNS, zlib of the whole process) starts on first use, from the
-    // thread that uses it first, and its threads inherit that thread's nice value: start it here, so
-    // it is not the worker's lowered priority that it inherits.
-    await access('.').catch(() => undefined);
-    const store = new PgliteWorkerSqlStore(options, lock);
-    try {
+    return PgliteDirLock.openWith(options.dataDir, async (lock) => {
+      // libuv's thread pool (file system, DNS, zlib of the whole process) starts on first use, from the
+      // thread that uses it first, and its threads inherit that thread's nice value: start it here, so
+      // it is not the worker's lowered priority that it inherits.
+      await access('.').catch(() => undefined);
+      const store = new PgliteWorkerSqlStore(options, lock);
       await store.start();
-    } catch (err) {
-      lock?.release();
-      throw err;
-    }
-    return store;
+      return store;
+    });
   }
 
   /**

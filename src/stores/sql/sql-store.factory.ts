@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { errorMessage } from '../../common/errors/error-message';
 import type { EnvConfig } from '../../config/env';
 import { ANALYTICS_MIGRATIONS, runMigrations, type AppliedMigration } from './migrator';
 import { PgSqlStore } from './pg-sql.store';
 import { PgliteDirLockedError } from './pglite-dir-lock';
 import { PgliteWorkerSqlStore } from './pglite-worker-sql.store';
 import type { SqlStore } from './sql-store';
-import { errorMessage } from '../../common/errors/error-message';
 
 /** The analytics store cannot be had at start-up; the message is meant to be printed as one line. */
 export class StoreStartupError extends Error {
@@ -99,5 +99,3 @@ export function describeUrl(url: string): string {
     return 'the configured server';
   }
 }
-
-
