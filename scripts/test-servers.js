@@ -47,13 +47,33 @@ async function startPostgres() {
   const port = await freePort();
   pgRun('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
   const opts = `-c listen_addresses=127.0.0.1 -c port=${port} -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
-  pgRun('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', 'start']);
+  // The chaos soak stops and starts the same server in place (same port, same data dir), so its
+  // clients see an outage of one Postgres rather than a different one.
+  const up = () => pgRun('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', 'start']);
+  const down = (mode = 'immediate') => pgRun('pg_ctl', ['-D', data, '-m', mode, '-w', 'stop']);
+  up();
   pgRun('createdb', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', 'test']);
   return {
     url: `postgres://postgres@127.0.0.1:${port}/test`,
+    port,
+    dir,
+    data,
+    log: path.join(dir, 'log'),
+    /** The postmaster's pid (first line of postmaster.pid), or null while it is not running. */
+    pid() {
+      try {
+        return Number(fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]) || null;
+      } catch {
+        return null;
+      }
+    },
+    /** Stops the server (`pg_ctl stop -m <mode>`, default immediate: no checkpoint, clients cut off) and keeps its data. */
+    down,
+    /** Starts it again on the same port and data dir; resolves once it accepts connections. */
+    up,
     stop() {
       try {
-        pgRun('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+        down('immediate');
       } catch {}
       removeDir(dir);
     },
@@ -73,22 +93,68 @@ async function startRedis() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-redis-'));
   const port = await freePort();
   const pidfile = path.join(dir, 'redis.pid');
-  execFileSync(bin, ['--port', String(port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--save', '', '--appendonly', 'no',
-    '--pidfile', pidfile, '--dir', dir, '--logfile', path.join(dir, 'log')]);
-  for (let i = 0; i < 100 && !fs.existsSync(pidfile); i++) await new Promise((r) => setTimeout(r, 20));
+  const readPid = () => {
+    try {
+      return Number(fs.readFileSync(pidfile, 'utf8').trim()) || null;
+    } catch {
+      return null;
+    }
+  };
+  // A killed daemon may linger as a zombie until something reaps it: that is not a running server.
+  const alive = (pid) => {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return false;
+    }
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+    } catch {
+      return true;
+    }
+  };
+  const launch = async () => {
+    // A server killed with SIGKILL leaves its pid file behind: the new one must not be taken for it.
+    fs.rmSync(pidfile, { force: true });
+    execFileSync(bin, ['--port', String(port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--save', '', '--appendonly', 'no',
+      '--pidfile', pidfile, '--dir', dir, '--logfile', path.join(dir, 'log')]);
+    for (let i = 0; i < 100 && !fs.existsSync(pidfile); i++) await new Promise((r) => setTimeout(r, 20));
+  };
+  await launch();
   return {
     url: `redis://127.0.0.1:${port}`,
+    port,
+    dir,
+    /** The server's pid (from its pid file), or null when it is not running. */
+    pid() {
+      const pid = readPid();
+      return pid && alive(pid) ? pid : null;
+    },
+    /**
+     * Starts the server again on the same port and dir (the chaos soak kills it with SIGKILL and
+     * brings it back as an orchestrator would); a server still running is stopped first.
+     */
+    async restart() {
+      const pid = readPid();
+      if (pid && alive(pid)) {
+        try {
+          process.kill(pid, 'SIGCONT');
+          process.kill(pid, 'SIGKILL');
+        } catch {}
+        for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 20));
+      }
+      await launch();
+    },
     stop() {
       try {
-        const pid = Number(fs.readFileSync(pidfile, 'utf8').trim());
+        const pid = readPid();
+        // A frozen (SIGSTOPped) server would never act on SIGTERM.
+        process.kill(pid, 'SIGCONT');
         process.kill(pid, 'SIGTERM');
         // Wait (bounded) for it to exit: it may still be writing its log while the dir is removed.
         for (let i = 0; i < 100; i++) {
-          try {
-            process.kill(pid, 0);
-          } catch {
-            break;
-          }
+          if (!alive(pid)) break;
           spawnSync('sleep', ['0.02']);
         }
       } catch {}
