@@ -112,7 +112,8 @@ const template = obj({
 });
 
 const limits = obj({
-  requests_per_minute_per_key: withDefault(int({ min: 1 }), 600),
+  // Unlimited by default: one application usually sends all its traffic with one key.
+  requests_per_minute_per_key: withDefault(nullable(int({ min: 1 })), null),
   experiment_creates_per_hour: withDefault(int({ min: 1 }), 20),
   explain_per_minute_per_org: withDefault(int({ min: 1 }), 30),
   explain_per_minute_per_key: withDefault(int({ min: 1 }), 10),
@@ -209,6 +210,21 @@ const routing = obj({
  */
 const breakers = section({ refresh_seconds: withDefault(num({ min: 0.05, max: 60 }), 1) }, 'breakers');
 
+/**
+ * Store outages (docs/operations.md "Store outages"): the bounds of a request's wait on Redis and
+ * Postgres, and how often a store found dead or frozen is probed. While a store is unavailable,
+ * every call to it is refused at once and its fallback serves.
+ */
+const stores = section(
+  {
+    cache_command_timeout_ms: withDefault(int({ min: 10, max: 60_000 }), 500),
+    analytics_request_timeout_ms: withDefault(int({ min: 10, max: 60_000 }), 1_000),
+    probe_interval_ms: withDefault(int({ min: 10, max: 600_000 }), 1_000),
+    probe_timeout_ms: withDefault(int({ min: 10, max: 60_000 }), 1_000),
+  },
+  'stores',
+);
+
 export const gatewayConfigSchema = obj({
   providers: withDefault(record(provider, id()), {}),
   models: withDefault(record(model, str({ pattern: /^[^,\s/][^,\s]*$/, what: 'a model id without commas or spaces' })), {}),
@@ -221,6 +237,7 @@ export const gatewayConfigSchema = obj({
   learning: withDefault(learning, learning.parse({}, 'learning')),
   routing: withDefault(routing, routing.parse({}, 'routing')),
   breakers,
+  stores,
 });
 
 export type RawGatewayConfig = Infer<typeof gatewayConfigSchema>;

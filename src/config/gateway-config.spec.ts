@@ -37,7 +37,7 @@ describe('loadGatewayConfig', () => {
       { provider: 'openai', model: 'llama' },
       { provider: 'local', model: 'llama' },
     ]);
-    expect(cfg.limits.requests_per_minute_per_key).toBe(600);
+    expect(cfg.limits.requests_per_minute_per_key).toBeNull();
     expect(Object.isFrozen(cfg.routes[0])).toBe(true);
   });
 

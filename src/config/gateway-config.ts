@@ -107,6 +107,7 @@ export interface GatewayConfig {
   learning: RawGatewayConfig['learning'];
   routing: RawGatewayConfig['routing'];
   breakers: RawGatewayConfig['breakers'];
+  stores: RawGatewayConfig['stores'];
 }
 
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -304,6 +305,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     learning: raw.learning,
     routing: raw.routing,
     breakers: raw.breakers,
+    stores: raw.stores,
   });
 }
 

@@ -110,8 +110,9 @@ export class ExperimentsRepository {
     return rows.map(toRecord);
   }
 
-  async listActiveForOrg(orgId: string): Promise<ExperimentRecord[]> {
-    const { rows } = await this.sql.query<ExperimentRow>(LIST_ACTIVE_FOR_ORG, [orgId]);
+  /** `deadlineMs`: a request waits on this read (see QueryOptions). */
+  async listActiveForOrg(orgId: string, deadlineMs?: number): Promise<ExperimentRecord[]> {
+    const { rows } = await this.sql.query<ExperimentRow>(LIST_ACTIVE_FOR_ORG, [orgId], { deadlineMs });
     return rows.map(toRecord);
   }
 

@@ -200,7 +200,7 @@ export class ExperimentsService {
     const version = await this.sharedVersion(orgId);
     if (fresh && (version === undefined || version === hit.version)) return hit.list;
     try {
-      const list = await this.repo.listActiveForOrg(orgId);
+      const list = await this.repo.listActiveForOrg(orgId, this.config.gateway.stores.analytics_request_timeout_ms);
       // The version was read before the list: a change committed in between reloads once more, never less.
       setBounded(this.active, orgId, { at: this.now(), list, version }, ACTIVE_CACHE_MAX_ORGS);
       return list;

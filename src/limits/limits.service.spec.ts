@@ -398,11 +398,24 @@ describe('LimitsService per-key rate limit', () => {
     expect(await metric(metrics, 'gateway_limiter_decisions_total', { limit: 'rate', endpoint: 'chat', outcome: 'denied' })).toBe(2);
   });
 
-  it('uses the configured default of 600 per minute', async () => {
+  it('takes a limit of 600 per minute', async () => {
     const { svc } = rig(600);
     const c = caller();
     for (let i = 0; i < 600; i++) await svc.checkKeyRate(c, 'feedback');
     expect((await rejection(svc.checkKeyRate(c, 'feedback'))).code).toBe('rate_limited');
+  });
+
+  it('is unlimited by default, without a store call', async () => {
+    const clock = { t: T0 };
+    const cache = new SwitchableCache({ now: () => clock.t });
+    const { logger } = memoryLogger();
+    const config = new AppConfig(loadEnv({}), loadGatewayConfig('', {}));
+    expect(config.gateway.limits.requests_per_minute_per_key).toBeNull();
+    const svc = new LimitsService(cache, new MonthlyUsageRepository(new SwitchableSql(new FailingSql())), new MetricsService(), logger, config, { now: () => clock.t });
+    opened.push(() => svc.beforeApplicationShutdown(), () => cache.close());
+    cache.down = true;
+    for (let i = 0; i < 2_000; i++) await svc.checkKeyRate(caller(), 'chat');
+    expect(cache.calls).toBe(0);
   });
 
   it('stays bounded per replica when the cache store is down, and logs the degradation once', async () => {

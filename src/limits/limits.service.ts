@@ -138,9 +138,14 @@ export class LimitsService implements BeforeApplicationShutdown {
     this.timer.unref();
   }
 
-  /** Per-key rate limit (config `limits.requests_per_minute_per_key`, default 600/min, sliding window) for endpoint 'chat' | 'embeddings' | 'feedback'. Throws GatewayError('rate_limited', …, { headers: { 'Retry-After': '<seconds, ceil, ≥1>' } }). */
+  /**
+   * Per-key rate limit (config `limits.requests_per_minute_per_key`, sliding window) for endpoint
+   * 'chat' | 'embeddings' | 'feedback'; null (the default) = unlimited, and no store call. Throws
+   * GatewayError('rate_limited', …, { headers: { 'Retry-After': '<seconds, ceil, ≥1>' } }).
+   */
   async checkKeyRate(caller: Caller, endpoint: RateLimitedEndpoint): Promise<void> {
     const limit = this.config.gateway.limits.requests_per_minute_per_key;
+    if (limit === null) return;
     const checks: WindowCheck[] = [{ key: rateKey(caller.keyId, endpoint), limit, windowMs: RATE_WINDOW_MS }];
     let d = await this.shared('rate', () => this.cache.hitWindows(checks));
     if (!d) {
@@ -237,7 +242,11 @@ export class LimitsService implements BeforeApplicationShutdown {
     const unwritten = this.pendingOf(orgId, month.day);
     try {
       const room = limit - unwritten;
-      const r = room >= 1 ? await this.usage.incrementBelow(orgId, month.day, room) : { allowed: false, count: await this.usage.count(orgId, month.day) };
+      const deadline = this.config.gateway.stores.analytics_request_timeout_ms;
+      const r =
+        room >= 1
+          ? await this.usage.incrementBelow(orgId, month.day, room, deadline)
+          : { allowed: false, count: await this.usage.count(orgId, month.day, deadline) };
       this.fallbacks.inc({ limit: 'monthly', to: 'analytics' });
       if (r.allowed) this.reseed.add(key);
       this.leaveLocal(key);
@@ -270,7 +279,8 @@ export class LimitsService implements BeforeApplicationShutdown {
     const unwritten = this.pendingOf(orgId, month.day);
     let durable: number;
     try {
-      durable = await withTimeout(this.usage.count(orgId, month.day), this.o.seedTimeoutMs, 'monthly usage read');
+      // The deadline lets the store breaker see a frozen server; withTimeout bounds the embedded store too.
+      durable = await withTimeout(this.usage.count(orgId, month.day, this.o.seedTimeoutMs), this.o.seedTimeoutMs, 'monthly usage read');
     } catch (err) {
       this.metrics.storeErrors.inc({ store: 'analytics' });
       this.warning.warn('analytics-store:monthly-seed', err, { org_id: orgId, effect: 'monthly counter starts from the cache count' });

@@ -36,8 +36,9 @@ export class MonthlyUsageRepository {
   constructor(private readonly sql: SqlStore) {}
 
   /** The stored count of an organisation's month; 0 when there is no row. */
-  async count(orgId: string, month: string): Promise<number> {
-    const { rows } = await this.sql.query<{ count: number | string }>(COUNT, [orgId, month]);
+  /** `deadlineMs` on this and `incrementBelow`: a request waits on it (see QueryOptions). */
+  async count(orgId: string, month: string, deadlineMs?: number): Promise<number> {
+    const { rows } = await this.sql.query<{ count: number | string }>(COUNT, [orgId, month], { deadlineMs });
     return rows.length ? Number(rows[0].count) : 0;
   }
 
@@ -51,9 +52,9 @@ export class MonthlyUsageRepository {
    * Counts one request unless the month already holds `limit` (>= 1); `count` is the value after
    * the call, read again when refused.
    */
-  async incrementBelow(orgId: string, month: string, limit: number): Promise<{ allowed: boolean; count: number }> {
-    const { rows } = await this.sql.query<{ count: number | string }>(INCREMENT_BELOW, [orgId, month, limit]);
+  async incrementBelow(orgId: string, month: string, limit: number, deadlineMs?: number): Promise<{ allowed: boolean; count: number }> {
+    const { rows } = await this.sql.query<{ count: number | string }>(INCREMENT_BELOW, [orgId, month, limit], { deadlineMs });
     if (rows.length) return { allowed: true, count: Number(rows[0].count) };
-    return { allowed: false, count: await this.count(orgId, month) };
+    return { allowed: false, count: await this.count(orgId, month, deadlineMs) };
   }
 }

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
  * The Prometheus registry of this process (DESIGN §9). Features register their own counters on
@@ -24,6 +24,13 @@ export class MetricsService {
   readonly storeErrors = new Counter({
     name: 'gateway_store_errors_total',
     help: 'Store calls that failed or timed out, by store',
+    labelNames: ['store'] as const,
+    registers: [this.registry],
+  });
+
+  readonly storeAvailable = new Gauge({
+    name: 'gateway_store_available',
+    help: 'Store breaker per replica: 1 while calls reach the store, 0 while they are refused until a probe succeeds',
     labelNames: ['store'] as const,
     registers: [this.registry],
   });

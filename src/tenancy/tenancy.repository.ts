@@ -97,7 +97,8 @@ export class TenancyRepository {
     return r.rows[0]?.key_hash ?? null;
   }
 
-  async findCallerByHash(hash: string): Promise<Caller | null> {
+  /** `deadlineMs`: a request waits on this read (see QueryOptions). */
+  async findCallerByHash(hash: string, deadlineMs?: number): Promise<Caller | null> {
     const r = await this.sql.query<{
       key_id: string;
       permissions: Caller['permissions'];
@@ -106,7 +107,7 @@ export class TenancyRepository {
       features: Caller['features'];
       kill_switches: Caller['killSwitches'];
       monthly_request_limit: string | number | null;
-    }>(FIND_CALLER, [hash]);
+    }>(FIND_CALLER, [hash], { deadlineMs });
     const row = r.rows[0];
     if (!row) return null;
     return {

@@ -1,4 +1,5 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { Counter } from 'prom-client';
 import { ApiKeyAuthenticator } from '../common/auth/api-key-authenticator';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
@@ -6,6 +7,9 @@ import { AppLogger } from '../common/logging/logger';
 import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { FEATURES, Permission } from '../config/gateway-config.schema';
 import type { GatewayConfig } from '../config/gateway-config';
+import { AppConfig } from '../config/app-config';
+import { setBounded } from '../common/bounded-map';
+import { stripUndefined } from '../common/options';
 import { MetricsService } from '../metrics/metrics.service';
 import { CacheStore } from '../stores/cache/cache-store';
 import { ApiKeyHasher, generateApiKey, keyPrefix } from './api-key-hasher';
@@ -13,15 +17,49 @@ import { KeyCache } from './key-cache';
 import { TenancyRepository } from './tenancy.repository';
 import type { OrgSummary } from './tenancy.records';
 
-const SHARED_TTL_MS = 30_000;
+/** How long each layer of the key cache holds a record (tests shorten them). */
+export class TenancyOptions {
+  /** This replica's cache of known keys. */
+  localTtlMs?: number;
+  /** This replica's cache of unknown keys. */
+  negativeTtlMs?: number;
+  /** The shared cache store's copy, read by every replica. */
+  sharedTtlMs?: number;
+  /** The shared last known record, served only while the analytics store cannot answer. */
+  lastKnownTtlMs?: number;
+  /** Keys whose last known record this replica keeps. */
+  lastKnownMaxKeys?: number;
+}
+
+const DEFAULTS = {
+  localTtlMs: 10_000,
+  negativeTtlMs: 5_000,
+  sharedTtlMs: 30_000,
+  lastKnownTtlMs: 7 * 86_400_000,
+  lastKnownMaxKeys: 100_000,
+};
+
 const sharedKey = (hash: string) => `auth:{key:${hash}}`;
+const lastKnownKey = (hash: string) => `auth-lk:{key:${hash}}`;
 export const DEMO_ORG_ID = 'demo';
 
-/** Organisations and API keys: seeding from config, authentication with caches, key admin. */
+/**
+ * Organisations and API keys: seeding from config, authentication with caches, key admin.
+ *
+ * A key is looked up in this replica's cache, then the shared cache store, then the analytics store.
+ * Every record the analytics store confirms is also kept as the key's last known record, here and in
+ * the cache store; when the analytics store cannot answer (down, frozen, or refused by its store
+ * breaker), a key with a last known record keeps authenticating for as long as the outage lasts, and
+ * any other key gets 503 at once. A revocation deletes the last known records it can reach, and the
+ * first answer of the analytics store after an outage replaces them (docs/operations.md "Store outages").
+ */
 @Injectable()
 export class TenancyService extends ApiKeyAuthenticator {
-  private readonly local = new KeyCache();
+  private readonly o: typeof DEFAULTS;
+  private readonly local: KeyCache;
+  private readonly lastKnown = new Map<string, Caller>();
   private readonly degraded: ThrottledWarning;
+  private readonly servedLastKnown: Counter<'from'>;
 
   constructor(
     private readonly repo: TenancyRepository,
@@ -29,9 +67,19 @@ export class TenancyService extends ApiKeyAuthenticator {
     private readonly hasher: ApiKeyHasher,
     private readonly metrics: MetricsService,
     logger: AppLogger,
+    private readonly config: AppConfig,
+    @Optional() options?: TenancyOptions,
   ) {
     super();
+    this.o = { ...DEFAULTS, ...stripUndefined(options) };
+    this.local = new KeyCache(this.o.localTtlMs, this.o.negativeTtlMs);
     this.degraded = new ThrottledWarning(logger.pino);
+    this.servedLastKnown = new Counter({
+      name: 'gateway_auth_last_known_total',
+      help: 'Keys authenticated from their last known record while the analytics store could not answer (from: local = this replica, shared = the cache store)',
+      labelNames: ['from'] as const,
+      registers: [metrics.registry],
+    });
   }
 
   /**
@@ -69,7 +117,8 @@ export class TenancyService extends ApiKeyAuthenticator {
     // Cached callers carry the organisation's plan, features, limits and kill switches: evict every
     // key of a configured organisation, so a changed gateway.yaml applies at once after a restart
     // (other replicas' in-process caches expire within seconds).
-    await this.evict([...revoked, ...(await this.repo.activeKeyHashesOf(Object.keys(config.organizations)))]);
+    await this.evict(revoked, true);
+    await this.evict(await this.repo.activeKeyHashesOf(Object.keys(config.organizations)), false);
 
     if (!opts.demo || Object.keys(config.organizations).length > 0) return {};
     if (await this.repo.findOrg(DEMO_ORG_ID)) return {};
@@ -91,27 +140,69 @@ export class TenancyService extends ApiKeyAuthenticator {
     const cached = this.local.get(hash);
     if (cached !== undefined) return cached;
 
-    try {
-      const shared = await this.cache.get(sharedKey(hash));
-      if (shared) {
-        const caller = JSON.parse(shared) as Caller;
-        this.local.set(hash, caller);
-        return caller;
-      }
-    } catch (err) {
-      this.storeError('cache', err);
+    const shared = await this.sharedRecord(sharedKey(hash));
+    if (shared) {
+      this.local.set(hash, shared);
+      setBounded(this.lastKnown, hash, shared, this.o.lastKnownMaxKeys);
+      return shared;
     }
 
     let caller: Caller | null;
     try {
-      caller = await this.repo.findCallerByHash(hash);
+      caller = await this.repo.findCallerByHash(hash, this.config.gateway.stores.analytics_request_timeout_ms);
     } catch (err) {
       this.storeError('analytics', err);
-      throw new GatewayError('internal', 'The key store is unavailable.', { status: 503 });
+      return this.fromLastKnown(hash);
     }
     this.local.set(hash, caller);
-    if (caller) this.cache.set(sharedKey(hash), JSON.stringify(caller), SHARED_TTL_MS).catch((err) => this.storeError('cache', err));
+    if (caller) {
+      setBounded(this.lastKnown, hash, caller, this.o.lastKnownMaxKeys);
+      const record = JSON.stringify(caller);
+      this.cache.set(sharedKey(hash), record, this.o.sharedTtlMs).catch((err) => this.storeError('cache', err));
+      this.cache.set(lastKnownKey(hash), record, this.o.lastKnownTtlMs).catch((err) => this.storeError('cache', err));
+    } else if (this.lastKnown.delete(hash)) {
+      // Revoked while this replica held it: other replicas must not serve their last known record either.
+      this.tombstone([hash]).catch((err) => this.storeError('cache', err));
+    }
     return caller;
+  }
+
+  /**
+   * The analytics store could not answer: the key's last known record, else 503 at once. The shared
+   * record is asked first, since it carries revocations other replicas saw (a tombstone); when the
+   * cache store cannot answer either, this replica's own record serves.
+   */
+  private async fromLastKnown(hash: string): Promise<Caller | null> {
+    const shared = await this.sharedRecord(lastKnownKey(hash));
+    if (shared === null) {
+      this.lastKnown.delete(hash);
+      this.local.set(hash, null);
+      return null;
+    }
+    let known: Caller | undefined;
+    if (shared) {
+      known = shared;
+      this.servedLastKnown.inc({ from: 'shared' });
+      setBounded(this.lastKnown, hash, shared, this.o.lastKnownMaxKeys);
+    } else {
+      known = this.lastKnown.get(hash);
+      if (known) this.servedLastKnown.inc({ from: 'local' });
+    }
+    if (!known) throw new GatewayError('internal', 'The key store is unavailable.', { status: 503 });
+    // Held like a fresh record, so the next requests of this key touch no store until it expires.
+    this.local.set(hash, known);
+    return known;
+  }
+
+  /** A record of the cache store; null for a revoked key's tombstone; undefined when it has none or cannot answer. */
+  private async sharedRecord(key: string): Promise<Caller | null | undefined> {
+    try {
+      const text = await this.cache.get(key);
+      return text ? (JSON.parse(text) as Caller | null) : undefined;
+    } catch (err) {
+      this.storeError('cache', err);
+      return undefined;
+    }
   }
 
   /** Issues a key; the plain key is returned once and only its hash is stored. */
@@ -127,7 +218,7 @@ export class TenancyService extends ApiKeyAuthenticator {
   async revokeKey(id: string): Promise<boolean> {
     const hash = await this.repo.revokeKey(id);
     if (!hash) return false;
-    await this.evict([hash]);
+    await this.evict([hash], true);
     return true;
   }
 
@@ -135,11 +226,24 @@ export class TenancyService extends ApiKeyAuthenticator {
     return this.repo.listOrgs();
   }
 
-  private async evict(hashes: string[]): Promise<void> {
-    for (const h of hashes) this.local.delete(h);
+  /**
+   * Forgets cached records of these keys, here and in the cache store, so a changed organisation
+   * applies at once; revoked keys also get a tombstone as their last known record, so no replica
+   * serves them during an outage of the analytics store.
+   */
+  private async evict(hashes: string[], revoked: boolean): Promise<void> {
+    for (const h of hashes) {
+      this.local.delete(h);
+      this.lastKnown.delete(h);
+    }
     if (hashes.length === 0) return;
     // One key per call: each has its own hash tag, and a multi-key DEL across slots fails on Redis Cluster.
     await Promise.all(hashes.map((h) => this.cache.del(sharedKey(h)).catch((err) => this.storeError('cache', err))));
+    if (revoked) await this.tombstone(hashes).catch((err) => this.storeError('cache', err));
+  }
+
+  private async tombstone(hashes: string[]): Promise<void> {
+    await Promise.all(hashes.map((h) => this.cache.set(lastKnownKey(h), 'null', this.o.lastKnownTtlMs)));
   }
 
   private storeError(store: 'cache' | 'analytics', err: unknown): void {

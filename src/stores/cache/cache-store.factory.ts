@@ -7,6 +7,8 @@ import { RedisCacheStore } from './redis-cache.store';
 export interface CacheStoreFactoryOptions {
   /** Where the Redis adapter reports connection errors, throttled (DESIGN §10). */
   logger?: Logger;
+  /** Upper bound of every Redis call. */
+  commandTimeoutMs?: number;
 }
 
 /**
@@ -15,6 +17,6 @@ export interface CacheStoreFactoryOptions {
  * reconnecting, and readiness reports the cache as degraded through `ping` (DESIGN §10).
  */
 export function createCacheStore(env: Pick<EnvConfig, 'redisUrl'>, options: CacheStoreFactoryOptions = {}): CacheStore {
-  if (env.redisUrl) return new RedisCacheStore({ url: env.redisUrl, logger: options.logger });
+  if (env.redisUrl) return new RedisCacheStore({ url: env.redisUrl, logger: options.logger, commandTimeoutMs: options.commandTimeoutMs });
   return new MemoryCacheStore();
 }
