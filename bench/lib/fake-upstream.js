@@ -7,6 +7,7 @@
  *   bench-delay  SSE only: one chunk every `delayMs` (the streaming-latency variant)
  *   bench-slow   SSE only: one chunk every `slowMs` (~1 s) for up to `slowChunks`, until the client
  *                goes (the memory variant: keeps thousands of streams open cheaply)
+ * and OpenAI-shaped embeddings on any `POST …/embeddings` (the chaos soak's embeddings traffic).
  * Every streamed content delta is `<seq>:<send time>` where the send time is this process's
  * `process.hrtime.bigint()` (CLOCK_MONOTONIC, comparable across processes on one machine) taken
  * just before the write: the stream client matches each chunk it receives to its own send time.
@@ -79,6 +80,29 @@ function createFakeUpstream(options = {}) {
     next();
   }
 
+  /**
+   * OpenAI-shaped embeddings (the chaos soak's embeddings traffic): `dimensions` floats per input
+   * (default 8), derived from the input's characters so equal inputs get equal vectors.
+   */
+  function embeddings(res, body) {
+    const inputs = typeof body.input === 'string' ? [body.input] : Array.isArray(body.input) ? body.input : null;
+    if (!inputs || inputs.length === 0 || inputs.some((s) => typeof s !== 'string')) {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"bad request","type":"invalid_request_error","param":"input","code":null}}');
+      return;
+    }
+    const dims = Number.isInteger(body.dimensions) && body.dimensions > 0 && body.dimensions <= 4096 ? body.dimensions : 8;
+    let tokens = 0;
+    const data = inputs.map((s, index) => {
+      tokens += Math.ceil(s.length / 4);
+      const embedding = Array.from({ length: dims }, (_, d) => ((s.charCodeAt(d % Math.max(1, s.length)) || 0) % 97) / 97 - 0.5);
+      return { object: 'embedding', index, embedding };
+    });
+    const text = JSON.stringify({ object: 'list', data, model: typeof body.model === 'string' ? body.model : 'bench-embed', usage: { prompt_tokens: tokens, total_tokens: tokens } });
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+
   const server = http.createServer((req, res) => {
     stats.requests++;
     const parts = [];
@@ -90,6 +114,7 @@ function createFakeUpstream(options = {}) {
       } catch {
         body = null;
       }
+      if (req.method === 'POST' && req.url.endsWith('/embeddings') && body) return embeddings(res, body);
       if (req.method !== 'POST' || !req.url.endsWith('/chat/completions') || !body || !Array.isArray(body.messages)) {
         res.writeHead(400, { 'content-type': 'application/json' });
         res.end('{"error":{"message":"bad request","type":"invalid_request_error","param":null,"code":null}}');
