@@ -4,7 +4,7 @@
  * Used by scripts/test.js when TEST_DATABASE_URL / TEST_REDIS_URL are not set, and by the bench.
  * Each server lives in a fresh temp dir and is stopped (and the dir removed) by stop().
  */
-const { execFileSync, spawnSync } = require('node:child_process');
+const { execFile, execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
@@ -38,6 +38,14 @@ function pgRun(bin, args) {
   return execFileSync(exe, args, { stdio: 'pipe' });
 }
 
+function pgRunAsync(bin, args) {
+  const exe = path.join(PG_BIN, bin);
+  const [file, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', exe, ...args]] : [exe, args];
+  return new Promise((resolve, reject) =>
+    execFile(file, argv, { timeout: 120_000 }, (err, stdout, stderr) => (err ? reject(new Error(`${bin} ${args.join(' ')}: ${err.message}\n${stderr}`)) : resolve(stdout))),
+  );
+}
+
 async function startPostgres() {
   if (!fs.existsSync(path.join(PG_BIN, 'initdb'))) return { skipped: `no Postgres binaries in ${PG_BIN}` };
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-pg-'));
@@ -49,9 +57,11 @@ async function startPostgres() {
   const opts = `-c listen_addresses=127.0.0.1 -c port=${port} -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
   // The chaos soak stops and starts the same server in place (same port, same data dir), so its
   // clients see an outage of one Postgres rather than a different one.
-  const up = () => pgRun('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', 'start']);
-  const down = (mode = 'immediate') => pgRun('pg_ctl', ['-D', data, '-m', mode, '-w', 'stop']);
-  up();
+  // up/down resolve when pg_ctl is done and never block the caller's event loop (the soak keeps
+  // driving traffic meanwhile).
+  const up = () => pgRunAsync('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', 'start']);
+  const down = (mode = 'immediate') => pgRunAsync('pg_ctl', ['-D', data, '-m', mode, '-w', 'stop']);
+  pgRun('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', 'start']);
   pgRun('createdb', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', 'test']);
   return {
     url: `postgres://postgres@127.0.0.1:${port}/test`,
@@ -67,13 +77,13 @@ async function startPostgres() {
         return null;
       }
     },
-    /** Stops the server (`pg_ctl stop -m <mode>`, default immediate: no checkpoint, clients cut off) and keeps its data. */
+    /** Stops the server (`pg_ctl stop -m <mode>`, default immediate: no checkpoint, clients cut off) and keeps its data; a promise. */
     down,
     /** Starts it again on the same port and data dir; resolves once it accepts connections. */
     up,
     stop() {
       try {
-        down('immediate');
+        pgRun('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
       } catch {}
       removeDir(dir);
     },
@@ -117,8 +127,10 @@ async function startRedis() {
   const launch = async () => {
     // A server killed with SIGKILL leaves its pid file behind: the new one must not be taken for it.
     fs.rmSync(pidfile, { force: true });
-    execFileSync(bin, ['--port', String(port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--save', '', '--appendonly', 'no',
-      '--pidfile', pidfile, '--dir', dir, '--logfile', path.join(dir, 'log')]);
+    await new Promise((resolve, reject) =>
+      execFile(bin, ['--port', String(port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--save', '', '--appendonly', 'no',
+        '--pidfile', pidfile, '--dir', dir, '--logfile', path.join(dir, 'log')], { timeout: 30_000 }, (err) => (err ? reject(err) : resolve())),
+    );
     for (let i = 0; i < 100 && !fs.existsSync(pidfile); i++) await new Promise((r) => setTimeout(r, 20));
   };
   await launch();
