@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
+import { ownValue } from '../common/own-key';
 import { NestFactory } from '@nestjs/core';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { createLogger } from '../common/logging/logger';
@@ -80,7 +81,7 @@ export function buildCli(out: (s: string) => void = (s) => process.stdout.write(
     .option('--id <id>', 'key id (default: generated)')
     .action(async (opts: { org: string; permissions: Permission[]; id?: string }) =>
       withContext(async ({ tenancy, config }) => {
-        if (config.gateway.organizations[opts.org] && !(await tenancy.listOrgs()).some((o) => o.id === opts.org)) {
+        if (ownValue(config.gateway.organizations, opts.org) && !(await tenancy.listOrgs()).some((o) => o.id === opts.org)) {
           throw new CliFailure(`organisation "${opts.org}" is in the config but not yet in the database: run "gateway migrate" (or start the server) first`);
         }
         const { id, key } = await tenancy.createKey(opts.org, opts.permissions, opts.id);

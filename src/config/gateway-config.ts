@@ -1,4 +1,5 @@
 import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { keyedMap, ownValue } from '../common/own-key';
 import { Secret } from './secret';
 import { firewallPatternProblem } from '../routing/firewall/firewall-pattern';
 import { ConfigError } from './schema';
@@ -95,6 +96,7 @@ export interface TemplateSpec {
   messages?: readonly { role: 'system' | 'user' | 'assistant' | 'developer'; content: string }[];
 }
 
+/** The id maps (providers, models, organizations, templates, provider headers) have no prototype; read them with `ownValue`. */
 export interface GatewayConfig {
   providers: Readonly<Record<string, ProviderSpec>>;
   models: Readonly<Record<string, ModelSpec>>;
@@ -116,14 +118,15 @@ const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 function expandEnv(node: unknown, env: Readonly<Record<string, string | undefined>>, path: string): unknown {
   if (typeof node === 'string') {
     return node.replace(VAR, (_, name: string) => {
-      const value = env[name];
+      const value = ownValue(env, name);
       if (value === undefined) throw new ConfigError(path, `environment variable ${name} is not set`);
       return value;
     });
   }
   if (Array.isArray(node)) return node.map((x, i) => expandEnv(x, env, path ? `${path}.${i}` : String(i)));
   if (node !== null && typeof node === 'object') {
-    const out: Record<string, unknown> = {};
+    // A key named `__proto__` stays a key (and so is refused or kept by the schema like any other).
+    const out = keyedMap<unknown>();
     for (const [k, v] of Object.entries(node)) out[k] = expandEnv(v, env, path ? `${path}.${k}` : k);
     return out;
   }
@@ -152,7 +155,7 @@ const timeoutsOf = (t?: { connect_ms?: number; first_token_ms?: number; idle_ms?
 });
 
 function resolveModels(raw: RawGatewayConfig, providers: Record<string, ProviderSpec>): Record<string, ModelSpec> {
-  const models: Record<string, ModelSpec> = {};
+  const models = keyedMap<ModelSpec>();
   for (const [id, m] of Object.entries(raw.models)) {
     const path = `models.${id}`;
     if (m.provider && m.providers) throw new ConfigError(path, 'give either provider or providers, not both');
@@ -169,7 +172,7 @@ function resolveModels(raw: RawGatewayConfig, providers: Record<string, Provider
     }
     for (const t of targets) {
       const at = m.provider ? `${path}.provider` : `${path}.providers.${t.provider}`;
-      if (!providers[t.provider]) throw new ConfigError(at, `unknown provider "${t.provider}"`);
+      if (!ownValue(providers, t.provider)) throw new ConfigError(at, `unknown provider "${t.provider}"`);
     }
     models[id] = {
       id,
@@ -196,10 +199,10 @@ export function resolveTarget(ref: string, models: Readonly<Record<string, Model
   const slash = ref.indexOf('/');
   if (slash > 0) {
     const provider = ref.slice(0, slash);
-    const model = models[ref.slice(slash + 1)];
+    const model = ownValue(models, ref.slice(slash + 1));
     if (model && model.targets.some((t) => t.provider === provider)) return [{ provider, model: model.id }];
   }
-  const model = models[ref];
+  const model = ownValue(models, ref);
   if (model) return model.targets.map((t) => ({ provider: t.provider, model: model.id }));
   return slash > 0
     ? `unknown target "${ref}" (no catalogue model "${ref.slice(slash + 1)}" served by provider "${ref.slice(0, slash)}")`
@@ -210,7 +213,7 @@ export function resolveTarget(ref: string, models: Readonly<Record<string, Model
 export function loadGatewayConfig(text: string, env: Readonly<Record<string, string | undefined>>): GatewayConfig {
   const raw = gatewayConfigSchema.parse(expandEnv(parseYamlText(text), env, ''), '');
 
-  const providers: Record<string, ProviderSpec> = {};
+  const providers = keyedMap<ProviderSpec>();
   for (const [id, p] of Object.entries(raw.providers)) {
     providers[id] = {
       id,
@@ -218,14 +221,14 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
       baseUrl: p.base_url,
       apiKey: p.api_key,
       apiVersion: p.api_version,
-      headers: p.headers ?? {},
+      headers: p.headers ?? keyedMap<string>(),
       timeouts: timeoutsOf(p.timeouts),
       maxResponseBytes: p.max_response_bytes,
     };
   }
   const models = resolveModels(raw, providers);
 
-  const organizations: Record<string, OrgSpec> = {};
+  const organizations = keyedMap<OrgSpec>();
   const keyIds = new Set<string>();
   for (const [id, o] of Object.entries(raw.organizations)) {
     o.api_keys.forEach((k, i) => {
@@ -257,7 +260,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     if (r.weights && r.weights.length !== r.targets.length) {
       throw new ConfigError(`${path}.weights`, `must have one weight per target (${r.targets.length})`);
     }
-    if (r.template && !raw.templates[r.template]) throw new ConfigError(`${path}.template`, `unknown template "${r.template}"`);
+    if (r.template && !ownValue(raw.templates, r.template)) throw new ConfigError(`${path}.template`, `unknown template "${r.template}"`);
     return {
       name: r.name,
       orgs: r.orgs,
@@ -299,7 +302,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     organizations,
     routes,
     firewall: { rules: raw.firewall.rules },
-    templates: raw.templates,
+    templates: Object.assign(keyedMap<TemplateSpec>(), raw.templates),
     limits: raw.limits,
     metrics: raw.metrics,
     learning: raw.learning,

@@ -1,3 +1,5 @@
+import { keyedMap, ownValue } from '../common/own-key';
+
 /**
  * A small declarative validator for the raw config tree: each node parses `unknown` into a typed
  * value or throws a ConfigError naming the dotted path of the bad field (DESIGN §4, STYLE
@@ -64,12 +66,12 @@ export const arr = <T>(item: Node<T>, opts: { min?: number } = {}): Node<T[]> =>
   },
 });
 
-/** A map with free keys (ids) and uniform values. */
+/** A map with free keys (ids) and uniform values; any key, `__proto__` included, is just a key of it. */
 export const record = <T>(value: Node<T>, key?: Node<string>): Node<Record<string, T>> => ({
   parse(v, path) {
-    if (v === null || v === undefined) return {};
+    if (v === null || v === undefined) return keyedMap<T>();
     if (kind(v) !== 'object') throw new ConfigError(path, `expected a map, got ${kind(v)}`);
-    const out: Record<string, T> = {};
+    const out = keyedMap<T>();
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
       if (key) key.parse(k, join(path, k));
       out[k] = value.parse(x, join(path, k));
@@ -101,7 +103,7 @@ export const obj = <S extends Shape>(shape: S): Node<ObjOut<S>> => ({
     }
     const out: Record<string, unknown> = {};
     for (const [k, node] of Object.entries(shape)) {
-      const x = input[k];
+      const x = ownValue(input, k);
       if (x === undefined) {
         if (node.fallback) out[k] = node.fallback();
         else if (!node.optional) throw new ConfigError(join(path, k), 'is required');

@@ -1,3 +1,4 @@
+import { ownValue } from '../common/own-key';
 import { clientGoneSignal, sendJson, setServedHeaders } from '../common/http/served-headers';
 import { Injectable } from '@nestjs/common';
 import type { Response } from 'express';
@@ -44,7 +45,7 @@ export function checkEmbeddingModels(gateway: GatewayConfig, registry: ProviderR
 export function resolveEmbeddingModel(name: string, models: Readonly<Record<string, ModelSpec>>): TargetRef[] | string {
   const resolved = resolveTarget(name, models);
   if (typeof resolved === 'string' || resolved.length === 0) return `The model "${name}" does not exist.`;
-  const plan = resolved.filter((t) => models[t.model].type === 'embedding');
+  const plan = resolved.filter((t) => ownValue(models, t.model)?.type === 'embedding');
   if (plan.length === 0) return `The model "${name}" is not an embedding model.`;
   return plan;
 }

@@ -1,3 +1,4 @@
+import { ownValue } from '../common/own-key';
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import { DrainState } from '../common/lifecycle/drain-state';
@@ -25,9 +26,9 @@ const READY_CACHE_MS = 1_500;
 
 
 /**
- * Probes of the stores (contract "Health endpoints", DESIGN §10). Readiness is 503 only when the
- * pod cannot serve (analytics store down, or draining); a cache or vector outage is `degraded`
- * with 200, since chat keeps serving and a Redis outage must not empty the load balancer.
+ * Probes of the stores (contract "Health endpoints"). Readiness is 503 only while the pod drains;
+ * a store outage is `degraded` with 200, since chat keeps serving through it and an outage every
+ * replica sees must not empty the load balancer.
  * Results are cached briefly so a flood of probes does not reach the stores.
  */
 @Injectable()
@@ -71,12 +72,10 @@ export class HealthService {
     }
     const stores = await this.readyCache.value;
     const draining = this.drain.isDraining;
-    const status =
-      draining || stores.analytics.status === 'down'
-        ? 'down'
-        : stores.cache.status === 'down' || stores.vector.status === 'down'
-          ? 'degraded'
-          : 'ok';
+    // A store outage is `degraded`, never `down`: every replica sees the same outage, and a 503 from
+    // all of them would empty the load balancer while chat still serves (known keys authenticate
+    // from their last known records; docs/operations.md "Store outages"). Only draining takes a pod out.
+    const status = draining ? 'down' : Object.values(stores).some((s) => s.status === 'down') ? 'degraded' : 'ok';
     return { status, draining, stores };
   }
 
@@ -85,7 +84,7 @@ export class HealthService {
     const states = await this.breakers.states();
     return {
       providers: Object.values(this.config.gateway.providers).map((p) => {
-        const s = states[p.id] ?? { state: 'closed' as const };
+        const s = ownValue(states, p.id) ?? { state: 'closed' as const };
         const entry = { id: p.id, family: p.family, state: s.state };
         return s.state === 'open' && s.openUntil ? { ...entry, open_until: s.openUntil } : entry;
       }),

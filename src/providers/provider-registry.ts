@@ -1,6 +1,7 @@
+import { ownValue } from '../common/own-key';
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
-import type { ModelSpec, ProviderSpec, TargetRef, Timeouts } from '../config/gateway-config';
+import type { ProviderSpec, TargetRef, Timeouts } from '../config/gateway-config';
 import type { ProviderFamily } from '../config/gateway-config.schema';
 import { createAnthropicAdapter } from './anthropic/anthropic.adapter';
 import { createGeminiAdapter } from './gemini/gemini.adapter';
@@ -67,9 +68,11 @@ export class ProviderRegistry implements OnApplicationShutdown {
     const k = `${ref.provider}\u0000${ref.model}`;
     let t = this.targets.get(k);
     if (!t) {
-      const provider = this.config.gateway.providers[ref.provider];
-      const model: ModelSpec = this.config.gateway.models[ref.model];
-      const mt = model.targets.find((x) => x.provider === ref.provider)!;
+      const provider = ownValue(this.config.gateway.providers, ref.provider);
+      const model = ownValue(this.config.gateway.models, ref.model);
+      const mt = model?.targets.find((x) => x.provider === ref.provider);
+      // Routing and experiments only build pairs the catalogue has; anything else is a bug, not a request's fault.
+      if (!provider || !model || !mt) throw new Error(`no configured target ${ref.provider}/${ref.model}`);
       t = {
         provider,
         model,

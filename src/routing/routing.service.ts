@@ -1,5 +1,6 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { GatewayError } from '../common/errors/gateway-error';
+import { ownValue } from '../common/own-key';
 import { AppConfig } from '../config/app-config';
 import { resolveTarget, RouteSpec, TargetRef } from '../config/gateway-config';
 import { StatsSnapshot } from '../learning/model-stats';
@@ -76,7 +77,7 @@ export class RoutingService {
     const first = parts[0];
     const strategyId = parts.length > 1 && first.strategy.id === 'direct' ? 'ordered' : first.strategy.id;
 
-    const template = first.rule.route?.template ? this.config.gateway.templates[first.rule.route.template] : undefined;
+    const template = first.rule.route?.template ? ownValue(this.config.gateway.templates, first.rule.route.template) : undefined;
     const templated = applyTemplate(input.messages, template, input.inputs);
 
     // A route-scoped firewall rule applies when any route of a comma list names it: the messages go to all of them.
@@ -184,7 +185,7 @@ export class RoutingService {
     if (typeof resolved === 'string' || resolved.length === 0) {
       throw new GatewayError('model_not_found', `The model "${name}" does not exist or no route serves it.`, { param: 'model' });
     }
-    const chat = resolved.filter((t) => this.config.gateway.models[t.model].type === 'chat');
+    const chat = resolved.filter((t) => ownValue(this.config.gateway.models, t.model)?.type === 'chat');
     if (chat.length === 0) throw new GatewayError('model_not_found', `The model "${name}" is not a chat model.`, { param: 'model' });
     return { rule: { name: `implicit:${name}`, implicit: true }, strategy: directStrategy, targets: chat };
   }

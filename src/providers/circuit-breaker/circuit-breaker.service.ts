@@ -1,3 +1,4 @@
+import { keyedMap } from '../../common/own-key';
 import { Injectable, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { Counter, Gauge } from 'prom-client';
 import type { Logger } from 'pino';
@@ -162,7 +163,7 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   async states(): Promise<Record<string, ProviderBreakerState>> {
     const ids = Object.keys(this.config.gateway.providers);
     const decisions = await Promise.all(ids.map((id) => this.step(id, 'state')));
-    const out: Record<string, ProviderBreakerState> = {};
+    const out = keyedMap<ProviderBreakerState>();
     ids.forEach((id, i) => {
       const d = decisions[i];
       if (!d) out[id] = { state: 'closed', consecutiveFailures: 0 };

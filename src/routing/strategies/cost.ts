@@ -1,3 +1,4 @@
+import { ownValue } from '../../common/own-key';
 import type { ModelSpec, TargetRef } from '../../config/gateway-config';
 import type { ChatMessage } from '../../providers/provider-adapter';
 
@@ -45,12 +46,12 @@ export function overCostCeiling(
   models: Readonly<Record<string, ModelSpec>>,
   tokens: TokenEstimate,
 ): Set<TargetRef> {
-  const base = estimateCost(models[first.model], tokens);
+  const base = estimateCost(ownValue(models, first.model), tokens);
   const out = new Set<TargetRef>();
   if (base === null) return out;
   const ceiling = base * (1 + ratio);
   for (const c of candidates) {
-    const cost = estimateCost(models[c.model], tokens);
+    const cost = estimateCost(ownValue(models, c.model), tokens);
     // A relative epsilon: a price equal to the ceiling must not be filtered by rounding.
     if (cost !== null && cost > ceiling * (1 + 1e-12)) out.add(c);
   }

@@ -1,3 +1,4 @@
+import { ownValue } from '../../common/own-key';
 import type { GatewayConfig, ModelSpec, TargetRef } from '../../config/gateway-config';
 import type { ModelStats, StatsSnapshot } from '../../learning/model-stats';
 import { REGRESSION_WINDOW_MS, RegressionsView } from '../regressions/regressions-view';
@@ -100,7 +101,7 @@ export class LearnedScorer {
     const n = own?.n ?? 0;
     const phase = this.phaseOf(n);
     const w = p.weights[phase];
-    const model = this.models[target.model];
+    const model = ownValue(this.models, target.model);
     const session = own && own.n > 0 ? own.outcomeMean : null;
     const auto = this.autoSignal(own);
     const manual = model?.manualScore ?? null;

@@ -1,3 +1,4 @@
+import { ownValue } from '../../common/own-key';
 import type { ModelSpec, TargetRef } from '../../config/gateway-config';
 import { estimateCost } from './cost';
 import { asCandidate, byScore, drawWinners, LearnedScorer, RouterParams } from './learned-score';
@@ -50,7 +51,7 @@ export class SmartCostStrategy extends LearnedStrategy {
   select(candidates: readonly TargetRef[], ctx: StrategyContext): StrategyResult {
     const a = this.assessAll(candidates, ctx);
     if (a.length === 0) return { ordered: [] };
-    const costs = a.map((x) => estimateCost(this.models[x.model], ctx.tokens));
+    const costs = a.map((x) => estimateCost(ownValue(this.models, x.model), ctx.tokens));
     const tolerance = this.params.smart_cost.tolerance;
     const scores = a.map((x) => x.score);
     const pick = cheapestWithinTolerance(scores, costs, tolerance);
