@@ -618,6 +618,7 @@ async function main() {
     // Redis frozen: the process exists and keeps its sockets, but answers nothing.
     setPhase('redis-frozen');
     const redisPid = redis.pid();
+    if (!redisPid) throw new Error('Redis is not running before the freeze');
     process.kill(redisPid, 'SIGSTOP');
     event('redis SIGSTOP', { pid: redisPid });
     try {
@@ -631,6 +632,7 @@ async function main() {
 
     setPhase('redis-killed');
     const killedPid = redis.pid();
+    if (!killedPid) throw new Error('Redis is not running before the kill');
     process.kill(killedPid, 'SIGKILL');
     event('redis SIGKILL', { pid: killedPid });
     await sleep(sch.redisDead * 1000);

@@ -24,6 +24,19 @@ function freePort() {
   });
 }
 
+function canConnect(port) {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    const done = (ok) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
 function which(bin) {
   const r = spawnSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' });
   return r.status === 0 ? r.stdout.trim() : null;
@@ -136,7 +149,10 @@ async function startRedis() {
       execFile(bin, ['--port', String(port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--save', '', '--appendonly', 'no',
         '--pidfile', pidfile, '--dir', dir, '--logfile', path.join(dir, 'log')], { timeout: 30_000 }, (err) => (err ? reject(err) : resolve())),
     );
-    for (let i = 0; i < 100 && !fs.existsSync(pidfile); i++) await new Promise((r) => setTimeout(r, 20));
+    // Bounded waits (10 s each) for the daemon's pid file, then for its port: on a loaded machine
+    // the forked server can take a while, and callers use both at once.
+    for (let i = 0; i < 500 && !readPid(); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && !(await canConnect(port)); i++) await new Promise((r) => setTimeout(r, 100));
   };
   await launch();
   return {
