@@ -505,6 +505,10 @@ async function main() {
     };
 
     let stopTraffic = false;
+    let wakeAll;
+    const stopped = new Promise((r) => (wakeAll = r));
+    // The loops' waits end as soon as the traffic stops, so the drain does not wait out an interval.
+    const pause = (ms) => Promise.race([sleep(ms), stopped]);
     const pending = new Set();
     const track = (p) => {
       if (!p) return;
@@ -528,7 +532,7 @@ async function main() {
     const explainLoop = async () => {
       const maxCount = Math.ceil((sch.total + 600) / Math.max(1, args.explainEvery)) + 10;
       for (let i = 0; i < maxCount && !stopTraffic; i++) {
-        await sleep(args.explainEvery * 1000);
+        await pause(args.explainEvery * 1000);
         if (stopTraffic) break;
         const r = pick();
         if (!r) continue;
@@ -544,14 +548,17 @@ async function main() {
     const snapshot = async () => ledger.push({ type: 'snapshot', at_s: round(t0(), 1), snap: await experimentsSnapshot(pg.url) });
     const experimentsLoop = async () => {
       const ops = ['create', 'list', 'rollback', 'list'];
+      // While Postgres is down, only writes: each outage must see a create and a rollback answer 503.
+      const outageOps = ['create', 'rollback'];
+      let outage = 0;
       const maxCount = Math.ceil((sch.total + 600) / Math.max(1, args.experimentsEvery)) + 10;
       await snapshot();
       for (let i = 0; i < maxCount && !stopTraffic; i++) {
-        await sleep(args.experimentsEvery * 1000);
+        await pause(args.experimentsEvery * 1000);
         if (stopTraffic) break;
         const r = pick();
         if (!r) continue;
-        let op = ops[i % ops.length];
+        let op = phase === 'postgres-down' ? outageOps[outage++ % outageOps.length] : ops[i % ops.length];
         if (op === 'rollback' && !expState.activeId && !expState.lastId) op = 'list';
         const confirm = { 'x-gateway-confirm': 'experiments' };
         let target = null;
@@ -680,6 +687,7 @@ async function main() {
     // ---- drain ----
     event('traffic stops');
     stopTraffic = true;
+    wakeAll();
     await traffic;
     await Promise.race([Promise.allSettled([...pending]), sleep(timeoutMs + 5000)]);
     await Promise.race([Promise.allSettled([explain, experiments]), sleep(timeoutMs + 5000)]);
