@@ -95,6 +95,8 @@ describeWithServers('npm run soak:chaos (compressed schedule)', () => {
     for (const k of ['lost', 'duplicated', 'rows_for_non_2xx', 'dropped_metric', 'write_failures_metric']) expect(isNum(t[k])).toBe(true);
     const e = report.experiments;
     expect(e.calls).toBeGreaterThan(3);
+    // The calls made while Postgres is down are writes: at least one answered 503 and was checked.
+    expect(e.failed_writes_checked).toBeGreaterThan(0);
     for (const k of ['failed_writes', 'failed_writes_checked', 'changed_by_failed_writes', 'unexplained_changes', 'indeterminate']) expect(isNum(e[k])).toBe(true);
     for (const r of report.rss) for (const p of r.processes) for (const k of ['rss_start_mib', 'rss_peak_mib', 'rss_end_mib', 'growth_mib']) expect(isNum(p[k])).toBe(true);
     expect(report.criteria.length).toBeGreaterThanOrEqual(8);
