@@ -59,6 +59,15 @@ describe('StoreGuard', () => {
     expect(state.pings).toBe(pings);
   });
 
+  it('probes at once after marking the store unavailable, so a stall of its own costs one round trip', async () => {
+    const { guard, state } = rig(10_000);
+    guards.push(guard);
+    await expect(guard.run(() => new Promise(() => undefined), 20)).rejects.toBeInstanceOf(StoreTimeoutError);
+    expect(guard.available).toBe(false);
+    await wait(30);
+    expect([state.pings, guard.available]).toEqual([1, true]);
+  });
+
   it('treats a call past its deadline as an outage', async () => {
     const { guard } = rig(10_000);
     guards.push(guard);

@@ -35,7 +35,7 @@ export interface StoreGuardOptions {
  * store answers, calls go through. The first call that fails for an outage (a timeout, a refused or
  * dropped connection) marks it unavailable: from then on every call is refused at once with
  * StoreUnavailableError, so the caller's fallback runs without waiting, and a background probe pings
- * the store every `probeIntervalMs` until it answers, which lets calls through again. A frozen store
+ * the store (at once, then every `probeIntervalMs`) until it answers, which lets calls through again. A frozen store
  * therefore costs the requests in flight when it froze one timeout each, and no request after them.
  *
  * Calls already in flight when the store is marked unavailable are left to finish or time out on
@@ -77,7 +77,10 @@ export class StoreGuard {
     this.unavailableSince = this.now();
     this.o.logger?.warn({ topic: `${this.o.store}-store`, reason: errorMessage(reason), probe_interval_ms: this.o.probeIntervalMs }, 'store unavailable: calls refused until a probe succeeds');
     this.o.onChange?.(false);
-    this.scheduleProbe();
+    // The first probe goes at once: a timeout may have been this process's own stall (a long
+    // garbage collection, a starved CPU) rather than the store's, and then the store is back in
+    // one round trip instead of one probe interval.
+    this.scheduleProbe(0);
   }
 
   /** Stops probing; later calls are still refused while the store is marked unavailable. */
@@ -87,12 +90,12 @@ export class StoreGuard {
     this.probeTimer = undefined;
   }
 
-  private scheduleProbe(): void {
+  private scheduleProbe(delayMs = this.o.probeIntervalMs): void {
     if (this.closed || this.probeTimer) return;
     this.probeTimer = setTimeout(() => {
       this.probeTimer = undefined;
       void this.probe();
-    }, this.o.probeIntervalMs);
+    }, delayMs);
     this.probeTimer.unref();
   }
 
