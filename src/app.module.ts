@@ -15,6 +15,7 @@ import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { HealthModule } from './health/health.module';
 import { MetricsModule } from './metrics/metrics.module';
+import { ModelsModule } from './models/models.module';
 import { StoresModule } from './stores/stores.module';
 import { TenancyModule } from './tenancy/tenancy.module';
 
@@ -34,6 +35,7 @@ export class AppModule implements NestModule {
         HealthModule,
         ChatModule,
         EmbeddingsModule,
+        ModelsModule,
         ExperimentsModule,
         FeedbackModule,
         LearningModule,
