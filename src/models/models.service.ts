@@ -4,6 +4,7 @@ import type { Caller } from '../common/http/request-context';
 import { ownValue } from '../common/own-key';
 import { AppConfig } from '../config/app-config';
 import { resolveTarget } from '../config/gateway-config';
+import { matches } from '../routing/routing.service';
 
 /** A model name a caller may send as `model`, and who answers for it. */
 export interface ListedModel {
@@ -35,7 +36,7 @@ export class ModelsService {
       byId.set(model.id, { id: model.id, ownedBy: model.targets[0].provider });
     }
     for (const route of this.config.gateway.routes) {
-      if (!routeServesOrg(route.orgs, caller.orgId)) continue;
+      if (!matches(route.orgs, caller.orgId)) continue;
       for (const name of route.models) {
         if (name !== '*' && !byId.has(name)) byId.set(name, { id: name, ownedBy: GATEWAY_OWNER });
       }
@@ -51,7 +52,7 @@ export class ModelsService {
   find(caller: Caller, id: string): ListedModel {
     const model = ownValue(this.config.gateway.models, id);
     if (model) return { id, ownedBy: model.targets[0].provider };
-    if (id !== '*' && this.config.gateway.routes.some((r) => routeServesOrg(r.orgs, caller.orgId) && r.models.includes(id))) {
+    if (id !== '*' && this.config.gateway.routes.some((r) => matches(r.orgs, caller.orgId) && r.models.includes(id))) {
       return { id, ownedBy: GATEWAY_OWNER };
     }
     // The catalogue id was tried above, so a target list here can only be the pair itself.
@@ -59,9 +60,4 @@ export class ModelsService {
     if (typeof pair !== 'string' && pair.length === 1) return { id, ownedBy: pair[0].provider };
     throw new GatewayError('model_not_found', `The model "${id}" does not exist or no route serves it.`);
   }
-}
-
-/** The test routing applies to a route's `orgs` (`*` is every organisation). */
-function routeServesOrg(orgs: readonly string[], orgId: string): boolean {
-  return orgs.includes('*') || orgs.includes(orgId);
 }

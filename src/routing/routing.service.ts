@@ -15,7 +15,8 @@ import type { RoutingStrategy, StrategyContext } from './strategies/strategy';
 import { createStrategies } from './strategies/strategy-registry';
 import { applyTemplate } from './templates';
 
-const matches = (patterns: readonly string[], value: string) => patterns.includes('*') || patterns.includes(value);
+/** A route's `orgs` or `models` list names the value, or has the wildcard `*`. */
+export const matches = (patterns: readonly string[], value: string) => patterns.includes('*') || patterns.includes(value);
 const key = (t: TargetRef) => `${t.provider}\u0000${t.model}`;
 
 /** The clock routing reads once per decision (regression windows); tests bind a fixed one. */
