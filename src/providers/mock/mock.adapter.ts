@@ -110,18 +110,30 @@ export class MockAdapter implements ProviderAdapter {
     })();
   }
 
-  /** Deterministic unit vectors derived from the text, so equal inputs embed equally. */
+  /**
+   * Deterministic unit vectors derived from the text, so equal inputs embed equally. The text is
+   * hashed once and each dimension mixed from that hash: linear in text length plus dimensions, so a
+   * 1 MiB input at 16,384 dimensions (what the request caps allow) does not hold the event loop.
+   */
   async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResult> {
     const s = scriptOf(ctx.target.upstream);
     await this.before(s, ctx);
     const dims = req.dimensions ?? ctx.target.model.dimensions ?? 256;
     const embeddings = req.input.map((text) => {
+      let h = 2166136261;
+      for (let j = 0; j < text.length; j++) h = Math.imul(h ^ text.charCodeAt(j), 16777619);
+      let sumSq = 0;
       const v = Array.from({ length: dims }, (_, i) => {
-        let h = 2166136261 ^ i;
-        for (let j = 0; j < text.length; j++) h = Math.imul(h ^ text.charCodeAt(j), 16777619);
-        return ((h >>> 0) / 2 ** 32) * 2 - 1;
+        // murmur3's finaliser over (hash, dimension): well spread, cheap.
+        let x = (h ^ Math.imul(i + 1, 0x9e3779b9)) >>> 0;
+        x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
+        x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
+        x ^= x >>> 16;
+        const y = ((x >>> 0) / 2 ** 32) * 2 - 1;
+        sumSq += y * y;
+        return y;
       });
-      const norm = Math.hypot(...v) || 1;
+      const norm = Math.sqrt(sumSq) || 1;
       return v.map((x) => Math.fround(x / norm));
     });
     const total = req.input.reduce((n, t) => n + tokens(t), 0);
