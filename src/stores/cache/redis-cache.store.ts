@@ -77,7 +77,10 @@ export class RedisCacheStore extends CacheStore {
     const client = new Redis(options.url, {
       enableOfflineQueue: false,
       connectTimeout: options.connectTimeoutMs ?? 1_000,
-      commandTimeout: this.timeoutMs,
+      // A backstop that frees a command Redis never answers. The call's own bound is `run`'s
+      // withTimeout, which lets an answer already in the socket be read first; ioredis's timer,
+      // if it fired at the same moment, would reject before that read, so it is set later.
+      commandTimeout: this.timeoutMs * 2,
       maxRetriesPerRequest: 1,
       // A hit or an increment whose reply was lost may already have been applied: resending it
       // after a reconnect could spend a limit twice.
