@@ -164,7 +164,7 @@ describe('errors through the SDK', () => {
     [{ frequency_penalty: 3 }, 'frequency_penalty'],
     [{ presence_penalty: -2.5 }, 'presence_penalty'],
     [{ reasoning_effort: 'extreme' }, 'reasoning_effort'],
-    [{ response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 'response_format'],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 'response_format.json_schema.schema'],
     [{ stop: [1] }, 'stop.0'],
     [{ messages: [{ role: 'wizard', content: 'x' }] }, 'messages.0.role'],
     [{ messages: [] }, 'messages'],

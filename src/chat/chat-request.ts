@@ -1,6 +1,7 @@
 import { absent, bool, fail, int, isObject, num, str } from '../common/http/body-checks';
+import { refsOf, resolveRef } from '../providers/json-schema/json-schema';
 import type {
-  ChatMessage, ChatRequest, ContentPart, ReasoningEffort, Role, ToolCall, ToolChoice, ToolDefinition,
+  ChatMessage, ChatRequest, ContentPart, ReasoningEffort, ResponseFormat, Role, ToolCall, ToolChoice, ToolDefinition,
 } from '../providers/provider-adapter';
 
 /** A validated chat body: the normalised request plus what the gateway itself consumes. */
@@ -118,6 +119,47 @@ function toolChoice(v: unknown): ToolChoice {
   return fail('tool_choice', 'tool_choice must be none, auto, required or {"type":"function","function":{"name":...}}.');
 }
 
+const SCHEMA_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const JSON_SCHEMA_FIELDS = new Set(['name', 'description', 'schema', 'strict']);
+
+/**
+ * `response_format`: `text`, `json_object`, or `json_schema` with `{name, description?, schema,
+ * strict?}` as OpenAI takes it. The schema's `$ref`s must be local and resolve: every path that
+ * cannot pass a schema through (Gemini's converted schema, the mock) follows them, and an upstream
+ * that can would refuse a dangling one with a 400 of its own.
+ */
+function responseFormat(rf: unknown): ResponseFormat | undefined {
+  const usage = 'response_format must be {"type":"text"}, {"type":"json_object"} or {"type":"json_schema","json_schema":{...}}.';
+  if (!isObject(rf)) return fail('response_format', usage);
+  if (rf.type === 'text' || rf.type === 'json_object') {
+    if (Object.keys(rf).length !== 1) return fail('response_format', usage);
+    return rf.type === 'json_object' ? { type: 'json_object' } : undefined;
+  }
+  if (rf.type !== 'json_schema') return fail('response_format.type', 'response_format.type must be text, json_object or json_schema.');
+  for (const k of Object.keys(rf)) if (k !== 'type' && k !== 'json_schema') return fail(`response_format.${k}`, `response_format.${k} is not supported.`);
+  const js = rf.json_schema;
+  const at = 'response_format.json_schema';
+  if (!isObject(js)) return fail(at, `${at} must be an object with name and schema.`);
+  for (const k of Object.keys(js)) if (!JSON_SCHEMA_FIELDS.has(k)) return fail(`${at}.${k}`, `${at}.${k} is not supported.`);
+  const name = str(js.name, `${at}.name`);
+  if (!SCHEMA_NAME.test(name)) return fail(`${at}.name`, `${at}.name must be 1 to 64 characters of letters, digits, _ and -.`);
+  if (!isObject(js.schema)) return fail(`${at}.schema`, `${at}.schema must be a JSON Schema object.`);
+  const schema = js.schema;
+  for (const ref of refsOf(schema)) {
+    if (resolveRef(schema, ref) === undefined) return fail(`${at}.schema`, `${at}.schema: $ref ${JSON.stringify(ref.slice(0, 200))} does not resolve to a local definition.`);
+  }
+  if (js.strict !== undefined && typeof js.strict !== 'boolean') return fail(`${at}.strict`, `${at}.strict must be a boolean.`);
+  return {
+    type: 'json_schema',
+    json_schema: {
+      name,
+      ...(js.description !== undefined ? { description: str(js.description, `${at}.description`) } : {}),
+      schema,
+      ...(js.strict !== undefined ? { strict: js.strict } : {}),
+    },
+  };
+}
+
 export function parseChatBody(body: unknown): ChatCall {
   if (!isObject(body)) return fail('body', 'The request body must be a JSON object.');
   for (const k of Object.keys(body)) {
@@ -152,11 +194,8 @@ export function parseChatBody(body: unknown): ChatCall {
     req.reasoning_effort = body.reasoning_effort as ReasoningEffort;
   }
   if (!absent(body.response_format)) {
-    const rf = body.response_format;
-    if (!isObject(rf) || (rf.type !== 'json_object' && rf.type !== 'text') || Object.keys(rf).length !== 1) {
-      return fail('response_format', 'response_format must be {"type":"json_object"} or {"type":"text"}.');
-    }
-    if (rf.type === 'json_object') req.response_format = { type: 'json_object' };
+    const rf = responseFormat(body.response_format);
+    if (rf) req.response_format = rf;
   }
   const stream = bool(body, 'stream') ?? false;
   let includeUsage = false;

@@ -25,18 +25,33 @@ import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { ExperimentRouter, ExperimentSplit } from '../experiments/experiment.router';
+import { inlineProblem, SchemaInlineError } from '../providers/json-schema/json-schema';
 import { ChatCall, parseChatBody } from './chat-request';
 import { ChatIdentity, chunkBody, completionBody, TRAILER_NAMES, usageChunkBody, usageHeaders } from './chat.mapper';
 
 /** Refuses a target whose family cannot take a field the request uses (issue 4 "Request handling"). */
 export function capabilityCheck(req: ChatRequest): CapabilityCheck {
   const hasImages = req.messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url'));
+  const rf = req.response_format;
+  // Whether the schema can be inlined is only worked out if a target needs it (Gemini's converted schema).
+  let inlining: { problem?: SchemaInlineError } | undefined;
+  const inlineable = (schema: Record<string, unknown>) => (inlining ??= { problem: inlineProblem(schema) });
   return (caps) => {
     if (req.tools && !caps.tools) return 'tools';
     if (req.n && req.n > 1 && !caps.multipleChoices) return 'n';
     if (req.seed !== undefined && !caps.seed) return 'seed';
     if (hasImages && !caps.images) return 'messages';
-    if (req.response_format?.type === 'json_object' && !caps.jsonMode) return 'response_format';
+    if (rf?.type === 'json_object' && !caps.jsonMode) return 'response_format';
+    if (rf?.type === 'json_schema') {
+      if (!caps.jsonSchema) return 'response_format';
+      const problem = caps.recursiveSchemas ? undefined : inlineable(rf.json_schema.schema).problem;
+      if (problem) {
+        return {
+          param: 'response_format.json_schema.schema',
+          message: `No provider for this model can take this response_format schema: ${problem.message}.`,
+        };
+      }
+    }
     return undefined;
   };
 }

@@ -39,8 +39,18 @@ const provider = obj({
   max_response_bytes: optional(int({ min: 1024 })),
 });
 
+/**
+ * How a model takes `response_format: json_schema` (README "Structured outputs"): `native` = the
+ * family's own JSON-schema mode (OpenAI-compatible `response_format`, Anthropic
+ * `output_config.format`, Gemini `responseJsonSchema`); `converted_schema` = Gemini's OpenAPI-subset
+ * `responseSchema`; `forced_tool` = Anthropic answers through a forced tool whose input is the
+ * answer; `none` = the target cannot take it and dispatch skips it. Unset = the family's default.
+ */
+export const STRUCTURED_OUTPUT_MODES = ['native', 'converted_schema', 'forced_tool', 'none'] as const;
+export type StructuredOutputMode = (typeof STRUCTURED_OUTPUT_MODES)[number];
+
 const cost = obj({ input_per_mtok: num({ min: 0 }), output_per_mtok: num({ min: 0 }) });
-const modelTarget = obj({ upstream: optional(str({ min: 1 })), timeouts: optional(timeouts) });
+const modelTarget = obj({ upstream: optional(str({ min: 1 })), timeouts: optional(timeouts), structured_output: optional(oneOf(STRUCTURED_OUTPUT_MODES)) });
 
 export const REASONING_MODES = ['none', 'effort', 'budget', 'level', 'adaptive'] as const;
 export type ReasoningMode = (typeof REASONING_MODES)[number];
@@ -69,6 +79,7 @@ const model = obj({
   max_output_tokens: optional(int({ min: 1 })),
   dimensions: optional(int({ min: 1 })),
   reasoning: optional(reasoning),
+  structured_output: optional(oneOf(STRUCTURED_OUTPUT_MODES)),
   timeouts: optional(timeouts),
 });
 

@@ -4,7 +4,7 @@ import { Secret } from './secret';
 import { firewallPatternProblem } from '../routing/firewall/firewall-pattern';
 import { ConfigError } from './schema';
 import {
-  Feature, gatewayConfigSchema, KillSwitch, Permission, Plan, ProviderFamily, RawGatewayConfig, ReasoningMode, StrategyId,
+  Feature, gatewayConfigSchema, KillSwitch, Permission, Plan, ProviderFamily, RawGatewayConfig, ReasoningMode, StrategyId, StructuredOutputMode,
 } from './gateway-config.schema';
 
 export interface Timeouts {
@@ -30,7 +30,19 @@ export interface ModelTargetSpec {
   provider: string;
   upstream: string;
   timeouts: Timeouts;
+  /** `structured_output` of the target, else of the model; absent = the provider family's default. */
+  structuredOutput?: StructuredOutputMode;
 }
+
+/**
+ * The families each structured-output path exists for: `converted_schema` is Gemini's
+ * `responseSchema` and `forced_tool` is Anthropic's tool emulation; any other family given one is a
+ * start-up error rather than a target that answers 400 at request time.
+ */
+const STRUCTURED_OUTPUT_FAMILIES: Partial<Record<StructuredOutputMode, readonly ProviderFamily[]>> = {
+  converted_schema: ['gemini'],
+  forced_tool: ['anthropic'],
+};
 
 export interface ModelSpec {
   id: string;
@@ -161,18 +173,29 @@ function resolveModels(raw: RawGatewayConfig, providers: Record<string, Provider
     if (m.provider && m.providers) throw new ConfigError(path, 'give either provider or providers, not both');
     const targets: ModelTargetSpec[] = [];
     if (m.provider) {
-      targets.push({ provider: m.provider, upstream: m.upstream ?? id, timeouts: timeoutsOf(m.timeouts) });
+      targets.push({ provider: m.provider, upstream: m.upstream ?? id, timeouts: timeoutsOf(m.timeouts), structuredOutput: m.structured_output });
     } else if (m.providers && Object.keys(m.providers).length > 0) {
       if (m.upstream) throw new ConfigError(`${path}.upstream`, 'with providers, give upstream per provider');
       for (const [p, t] of Object.entries(m.providers)) {
-        targets.push({ provider: p, upstream: t.upstream ?? id, timeouts: { ...timeoutsOf(m.timeouts), ...timeoutsOf(t.timeouts) } });
+        targets.push({
+          provider: p,
+          upstream: t.upstream ?? id,
+          timeouts: { ...timeoutsOf(m.timeouts), ...timeoutsOf(t.timeouts) },
+          structuredOutput: t.structured_output ?? m.structured_output,
+        });
       }
     } else {
       throw new ConfigError(`${path}.provider`, 'is required (or providers)');
     }
     for (const t of targets) {
       const at = m.provider ? `${path}.provider` : `${path}.providers.${t.provider}`;
-      if (!ownValue(providers, t.provider)) throw new ConfigError(at, `unknown provider "${t.provider}"`);
+      const provider = ownValue(providers, t.provider);
+      if (!provider) throw new ConfigError(at, `unknown provider "${t.provider}"`);
+      const families = t.structuredOutput && STRUCTURED_OUTPUT_FAMILIES[t.structuredOutput];
+      if (families && !families.includes(provider.family)) {
+        const field = m.providers?.[t.provider]?.structured_output ? `${path}.providers.${t.provider}.structured_output` : `${path}.structured_output`;
+        throw new ConfigError(field, `${t.structuredOutput} is for the ${families.join(', ')} family, not ${provider.family} (provider "${t.provider}")`);
+      }
     }
     models[id] = {
       id,

@@ -1,4 +1,5 @@
 import type { ModelSpec, ProviderSpec } from '../config/gateway-config';
+import type { StructuredOutputMode } from '../config/gateway-config.schema';
 
 /**
  * The gateway's normalised chat request, as every adapter receives it: validated, templates filled,
@@ -14,7 +15,7 @@ export interface ChatRequest {
   presence_penalty?: number;
   stop?: string[];
   reasoning_effort?: ReasoningEffort;
-  response_format?: { type: 'json_object' | 'text' };
+  response_format?: ResponseFormat;
   seed?: number;
   n?: number;
   user?: string;
@@ -24,6 +25,19 @@ export interface ChatRequest {
 }
 
 export type ReasoningEffort = 'none' | 'low' | 'medium' | 'high';
+
+/** OpenAI's `response_format.json_schema`: what structured-output clients (SDK `parse` helpers, `generateObject`) send. */
+export interface JsonSchemaFormat {
+  /** 1–64 characters of `[A-Za-z0-9_-]`. */
+  name: string;
+  description?: string;
+  schema: Record<string, unknown>;
+  strict?: boolean;
+}
+
+export type ResponseFormat = { type: 'json_object' | 'text' } | { type: 'json_schema'; json_schema: JsonSchemaFormat };
+
+export type { StructuredOutputMode };
 export type Role = 'system' | 'developer' | 'user' | 'assistant' | 'tool';
 
 export interface ChatMessage {
@@ -108,6 +122,8 @@ export interface UpstreamTarget {
   upstream: string;
   timeouts: ResolvedTimeouts;
   maxResponseBytes: number;
+  /** The configured `structured_output` of this model on this provider; absent = the family's default. */
+  structuredOutput?: StructuredOutputMode;
 }
 
 export interface CallContext {
@@ -138,6 +154,10 @@ export interface AdapterCapabilities {
   seed: boolean;
   images: boolean;
   jsonMode: boolean;
+  /** `response_format: json_schema` (for this target: its `structured_output` is not `none`). */
+  jsonSchema: boolean;
+  /** Whether a schema whose `$ref`s form a cycle can be sent (Gemini's converted schema inlines refs and cannot). */
+  recursiveSchemas: boolean;
 }
 
 /**

@@ -79,6 +79,7 @@ export class ProviderRegistry implements OnApplicationShutdown {
         upstream: mt.upstream,
         timeouts: mergeTimeouts(mt.timeouts, provider.timeouts),
         maxResponseBytes: provider.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+        ...(mt.structuredOutput ? { structuredOutput: mt.structuredOutput } : {}),
       };
       this.targets.set(k, t);
     }

@@ -8,8 +8,11 @@ import type { AdapterCapabilities, ProviderAdapter, UpstreamTarget } from '../pr
 import { ProviderRegistry } from '../providers/provider-registry';
 import { UpstreamError, UpstreamErrorKind } from '../providers/upstream-error';
 
-/** The request can't be served by this target (a capability it lacks); names the request field. */
-export type CapabilityCheck = (caps: AdapterCapabilities) => string | undefined;
+/**
+ * The request can't be served by this target (a capability it lacks): the request field, or the
+ * field and the 400 message when "no provider supports <field>" would not say why.
+ */
+export type CapabilityCheck = (caps: AdapterCapabilities) => string | { param: string; message: string } | undefined;
 
 /**
  * An upstream call that failed through the provider's fault (a fallback trigger, DESIGN §5): which
@@ -153,7 +156,7 @@ export class DispatcherService {
   ): Promise<Dispatched<T>> {
     let attempts = 0;
     let unavailable = false;
-    let unsupported: string | undefined;
+    let unsupported: { param: string; message: string } | undefined;
     let supportedTargets = 0;
     let last: UpstreamError | undefined;
     const failed: FailedAttempt[] = [];
@@ -166,7 +169,7 @@ export class DispatcherService {
       const adapter = this.registry.adapterFor(upstream.provider);
       const lacking = supports(adapter.capabilities(upstream));
       if (lacking) {
-        unsupported ??= lacking;
+        unsupported ??= typeof lacking === 'string' ? { param: lacking, message: `No provider for this model supports ${lacking}.` } : lacking;
         continue;
       }
       supportedTargets++;
@@ -212,7 +215,7 @@ export class DispatcherService {
     }
 
     if (supportedTargets === 0 && unsupported) {
-      throw new GatewayError('invalid_request', `No provider for this model supports ${unsupported}.`, { param: unsupported });
+      throw new GatewayError('invalid_request', unsupported.message, { param: unsupported.param });
     }
     // Every target that could take the request had its breaker open (or half-open, its probe out):
     // Retry-After is the time until the first open period ends, at least 1 s.

@@ -1,5 +1,7 @@
 import type { ModelSpec } from '../../config/gateway-config';
-import type { ChatMessage, ChatRequest, ContentPart, ReasoningEffort, ToolCall, ToolChoice, UpstreamTarget } from '../provider-adapter';
+import type {
+  ChatMessage, ChatRequest, ContentPart, JsonSchemaFormat, ReasoningEffort, StructuredOutputMode, ToolCall, ToolChoice, UpstreamTarget,
+} from '../provider-adapter';
 import type {
   WireImageBlock, WireMessage, WireRequest, WireRequestBlock, WireRole, WireThinking, WireToolChoice, WireToolResultBlock,
 } from './anthropic.wire';
@@ -20,6 +22,45 @@ export const DEFAULT_THINKING_BUDGETS: Readonly<Record<Exclude<ReasoningEffort, 
 /** Anthropic's temperature range is 0..1 (providers reference §2.2); OpenAI's 0..2 is clamped onto it, not scaled. */
 export const MAX_TEMPERATURE = 1;
 
+/**
+ * `structured_output` of an Anthropic model without one in its config: the forced tool works on every
+ * Claude model that takes tools; native `output_config.format` only on the newer ones, so it is opted
+ * into per model.
+ */
+export const DEFAULT_STRUCTURED_OUTPUT: StructuredOutputMode = 'forced_tool';
+
+/** How one request's `response_format: json_schema` reaches Anthropic; `tool` is the forced tool's name. */
+export type StructuredPlan = { mode: 'native'; format: JsonSchemaFormat } | { mode: 'forced_tool'; format: JsonSchemaFormat; tool: string };
+
+/**
+ * The structured-output path of this request on this target, or undefined when it asks for none.
+ * The forced tool is named after the schema, so the model reads what it is filling in; a client tool
+ * of the same name gets `_response` appended to ours instead.
+ */
+export function structuredPlan(req: ChatRequest, target: UpstreamTarget): StructuredPlan | undefined {
+  const rf = req.response_format;
+  if (rf?.type !== 'json_schema') return undefined;
+  const mode = target.structuredOutput ?? DEFAULT_STRUCTURED_OUTPUT;
+  if (mode === 'native') return { mode, format: rf.json_schema };
+  if (mode !== 'forced_tool') return undefined;
+  const names = new Set((req.tools ?? []).map((t) => t.function.name));
+  const name = rf.json_schema.name;
+  return { mode, format: rf.json_schema, tool: names.has(name) ? `${name.slice(0, 55)}_response` : name };
+}
+
+/**
+ * `tool_choice` with the forced response tool: that tool alone when the client has no tools (or
+ * said `none` to them); `any` when the client's tools may still be called (the model then answers
+ * either through one of them or through ours, never in free text); a client's named tool is kept.
+ */
+function forcedToolChoice(plan: Extract<StructuredPlan, { mode: 'forced_tool' }>, req: ChatRequest): WireToolChoice {
+  const noParallel = req.parallel_tool_calls === false ? { disable_parallel_tool_use: true } : {};
+  const choice = req.tool_choice;
+  if (!req.tools?.length || choice === 'none') return { type: 'tool', name: plan.tool };
+  if (typeof choice === 'object') return { type: 'tool', name: choice.function.name, ...noParallel };
+  return { type: 'any', ...noParallel };
+}
+
 type ThinkingPlan = { thinking: WireThinking; effort?: Exclude<ReasoningEffort, 'none'>; budget?: number } | undefined;
 
 /**
@@ -29,7 +70,10 @@ type ThinkingPlan = { thinking: WireThinking; effort?: Exclude<ReasoningEffort, 
  *   consecutive same-role messages are merged so user/assistant alternate;
  * - `max_tokens` is always sent: the request's, else the model's `max_output_tokens`, else 4096;
  * - `reasoning_effort` follows the model's `reasoning` config (see `planThinking`);
- * - fields Anthropic has no equivalent for (penalties, seed, n, response_format) are not sent: the
+ * - `response_format: json_schema` goes out as the model's `structured_output` says (see
+ *   `structuredPlan`): `output_config.format`, or a forced tool whose input is the answer (the
+ *   response mappers unwrap it into `content`); with the forced tool, thinking is left off;
+ * - fields Anthropic has no equivalent for (penalties, seed, n, json_object) are not sent: the
  *   adapter's capabilities declare seed, n > 1 and JSON mode unsupported so the chat layer decides.
  */
 export function toMessagesRequest(req: ChatRequest, target: UpstreamTarget, stream: boolean): WireRequest {
@@ -50,15 +94,27 @@ export function toMessagesRequest(req: ChatRequest, target: UpstreamTarget, stre
     if (choice) body.tool_choice = choice;
   }
 
+  const structured = structuredPlan(req, target);
+  if (structured?.mode === 'native') body.output_config = { format: { type: 'json_schema', schema: structured.format.schema } };
+  if (structured?.mode === 'forced_tool') {
+    const f = structured.format;
+    body.tools = [
+      ...(body.tools ?? []),
+      { name: structured.tool, description: f.description ?? `Answer with the ${f.name} object. Its input is the whole answer.`, input_schema: f.schema },
+    ];
+    body.tool_choice = forcedToolChoice(structured, req);
+  }
+
   const stops = (req.stop ?? []).filter((s) => s.trim() !== '');
   if (stops.length > 0) body.stop_sequences = stops;
   if (req.user) body.metadata = { user_id: req.user };
   if (stream) body.stream = true;
 
-  const plan = planThinking(req, target.model);
+  // Anthropic refuses forced tool use while thinking, so the forced response tool wins: no thinking.
+  const plan = structured?.mode === 'forced_tool' ? undefined : planThinking(req, target.model);
   if (plan) {
     body.thinking = plan.thinking;
-    if (plan.thinking.type === 'adaptive' && plan.effort) body.output_config = { effort: plan.effort };
+    if (plan.thinking.type === 'adaptive' && plan.effort) body.output_config = { ...body.output_config, effort: plan.effort };
     // budget_tokens must stay below max_tokens; the client's allowance is kept for the answer itself.
     if (plan.budget !== undefined && body.max_tokens <= plan.budget) body.max_tokens = plan.budget + allowance;
   } else {

@@ -33,11 +33,17 @@ export function toUsage(u: WireUsage): Usage {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, ...(typeof thinking === 'number' ? { reasoning_tokens: thinking } : {}) };
 }
 
-/** A Message → one choice: text blocks joined, thinking text as `reasoning_content`, tool_use blocks as tool calls. */
-export function toChatResult(msg: WireResponse): ChatResult {
+/**
+ * A Message → one choice: text blocks joined, thinking text as `reasoning_content`, tool_use blocks
+ * as tool calls. `responseTool` names the forced tool that carries a `response_format: json_schema`
+ * answer: its input becomes the message content as JSON text (and the only content: a preamble
+ * would make it unparseable), it is never a tool call, and a stop for it is `stop`.
+ */
+export function toChatResult(msg: WireResponse, responseTool?: string): ChatResult {
   if (msg === null || typeof msg !== 'object' || !Array.isArray(msg.content)) throw new UpstreamError('protocol', 'anthropic: response is not a Message');
   let text = '';
   let hasText = false;
+  let answer: string | undefined;
   let reasoning = '';
   const toolCalls: ToolCall[] = [];
   for (const block of msg.content) {
@@ -47,14 +53,21 @@ export function toChatResult(msg: WireResponse): ChatResult {
     } else if (block.type === 'thinking') reasoning += (block as { thinking: string }).thinking ?? '';
     else if (block.type === 'tool_use') {
       const b = block as { id: string; name: string; input: unknown };
-      toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
+      if (responseTool !== undefined && b.name === responseTool && answer === undefined) answer = JSON.stringify(b.input ?? {});
+      else toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
     }
+  }
+  if (answer !== undefined) {
+    text = answer;
+    hasText = true;
   }
   const message: ChatResult['choices'][number]['message'] = { role: 'assistant', content: hasText || toolCalls.length === 0 ? text : null };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   if (reasoning) message.reasoning_content = reasoning;
+  let finish = toFinishReason(msg.stop_reason);
+  if (finish === 'tool_calls' && toolCalls.length === 0) finish = 'stop';
   return {
-    choices: [{ index: 0, message, finish_reason: toFinishReason(msg.stop_reason) }],
+    choices: [{ index: 0, message, finish_reason: finish }],
     ...(msg.usage ? { usage: toUsage(msg.usage) } : {}),
   };
 }

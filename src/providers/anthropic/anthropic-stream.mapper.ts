@@ -9,6 +9,10 @@ import type { WireStreamEvent, WireUsage } from './anthropic.wire';
  * stop reason, and which content block is which. Tool calls are numbered among tool_use blocks only
  * (k), not by Anthropic's block index, which also counts text and thinking blocks (§2.7 gotcha 7).
  *
+ * `responseTool` names the forced tool carrying a `response_format: json_schema` answer: its
+ * `input_json_delta` fragments are the answer's JSON text, sent as content (`{}` when the input came
+ * whole and empty), never as a tool call, and its `tool_use` stop finishes with `stop`.
+ *
  * `finish` and `usage` are emitted at `message_stop`, the end marker; `end()` throws a protocol error
  * if the body ended before it. `ping`, `signature_delta`, `citations_delta` and unknown event or block
  * types yield nothing; an `error` event throws.
@@ -16,10 +20,12 @@ import type { WireStreamEvent, WireUsage } from './anthropic.wire';
 export class AnthropicStreamMapper {
   private usage: WireUsage | undefined;
   private stopReason: string | null | undefined;
-  private readonly blocks = new Map<number, { type: string; tool?: number }>();
+  private readonly blocks = new Map<number, { type: string; tool?: number; answered?: boolean }>();
   private tools = 0;
   private started = false;
   private stopped = false;
+
+  constructor(private readonly responseTool?: string) {}
 
   get done(): boolean {
     return this.stopped;
@@ -36,8 +42,15 @@ export class AnthropicStreamMapper {
         return this.blockStart(ev.index, ev.content_block as { type: string; [k: string]: unknown });
       case 'content_block_delta':
         return this.blockDelta(ev.index, ev.delta);
-      case 'content_block_stop':
+      case 'content_block_stop': {
+        const block = this.blocks.get(ev.index);
+        // A response tool whose input came in content_block_start only ({} streams no fragments).
+        if (block?.type === 'response' && !block.answered) {
+          block.answered = true;
+          return [{ type: 'delta', index: 0, content: '{}' }];
+        }
         return [];
+      }
       case 'message_delta':
         this.requireStarted(ev.type);
         if (ev.delta?.stop_reason) this.stopReason = ev.delta.stop_reason;
@@ -46,7 +59,9 @@ export class AnthropicStreamMapper {
       case 'message_stop': {
         this.requireStarted(ev.type);
         this.stopped = true;
-        const out: StreamEvent[] = [{ type: 'finish', index: 0, finish_reason: toFinishReason(this.stopReason) }];
+        let finish = toFinishReason(this.stopReason);
+        if (finish === 'tool_calls' && this.tools === 0) finish = 'stop';
+        const out: StreamEvent[] = [{ type: 'finish', index: 0, finish_reason: finish }];
         const usage = this.finalUsage();
         if (usage) out.push({ type: 'usage', usage });
         return out;
@@ -71,6 +86,10 @@ export class AnthropicStreamMapper {
 
   private blockStart(index: number, block: { type: string; [k: string]: unknown }): StreamEvent[] {
     this.requireStarted('content_block_start');
+    if (block?.type === 'tool_use' && this.responseTool !== undefined && block.name === this.responseTool && ![...this.blocks.values()].some((b) => b.type === 'response')) {
+      this.blocks.set(index, { type: 'response' });
+      return [];
+    }
     if (block?.type === 'tool_use') {
       const k = this.tools++;
       this.blocks.set(index, { type: block.type, tool: k });
@@ -91,6 +110,11 @@ export class AnthropicStreamMapper {
       case 'thinking_delta':
         return delta.thinking ? [{ type: 'delta', index: 0, reasoning: String(delta.thinking) }] : [];
       case 'input_json_delta':
+        if (block.type === 'response') {
+          if (!delta.partial_json) return [];
+          block.answered = true;
+          return [{ type: 'delta', index: 0, content: String(delta.partial_json) }];
+        }
         if (block.tool === undefined || !delta.partial_json) return [];
         return [{ type: 'delta', index: 0, tool_calls: [{ index: block.tool, function: { arguments: String(delta.partial_json) } }] }];
       default:

@@ -11,9 +11,21 @@ describe('anthropic adapter', () => {
     expect(messagesUrl(base)).toBe(url);
   });
 
-  it('declares no embeddings, no n > 1, no seed, no JSON mode; tools and images yes', () => {
+  it('declares no embeddings, no n > 1, no seed, no JSON mode; tools, images and JSON schemas (forced tool) yes', () => {
     const http = new UpstreamHttp();
-    expect(new AnthropicAdapter(http).capabilities({} as never)).toEqual({ embeddings: false, tools: true, multipleChoices: false, seed: false, images: true, jsonMode: false });
+    expect(new AnthropicAdapter(http).capabilities({} as never)).toEqual({
+      embeddings: false, tools: true, multipleChoices: false, seed: false, images: true, jsonMode: false, jsonSchema: true, recursiveSchemas: true,
+    });
+    http.destroy();
+  });
+
+  it.each([
+    ['native', true, false],
+    ['forced_tool', true, true],
+    ['none', false, false],
+  ] as const)('structured_output %s: jsonSchema %s, recursive schemas %s', (mode, jsonSchema, recursiveSchemas) => {
+    const http = new UpstreamHttp();
+    expect(new AnthropicAdapter(http).capabilities({ structuredOutput: mode } as never)).toMatchObject({ jsonSchema, recursiveSchemas });
     http.destroy();
   });
 });

@@ -2,7 +2,7 @@ import { UpstreamHttp, UpstreamResponse } from '../http/upstream-http';
 import type { AdapterCapabilities, CallContext, ChatRequest, ChatResult, ProviderAdapter, StreamEvent, UpstreamTarget } from '../provider-adapter';
 import { readSse } from '../sse/sse-reader';
 import { UpstreamError } from '../upstream-error';
-import { toMessagesRequest } from './anthropic-request.mapper';
+import { DEFAULT_STRUCTURED_OUTPUT, structuredPlan, toMessagesRequest } from './anthropic-request.mapper';
 import { errorTypeOf, toChatResult } from './anthropic-response.mapper';
 import { AnthropicStreamMapper } from './anthropic-stream.mapper';
 import type { WireResponse, WireStreamEvent } from './anthropic.wire';
@@ -27,10 +27,17 @@ export class AnthropicAdapter implements ProviderAdapter {
   /**
    * Anthropic has no embeddings API (providers reference §2.6), one choice per request, no seed,
    * and no native `json_object` mode: a system-prompt emulation would not guarantee JSON, so JSON
-   * mode is declared unsupported and the chat layer refuses or skips the target.
+   * mode is declared unsupported and the chat layer refuses or skips the target. A JSON schema is
+   * taken as the model's `structured_output` says (forced tool by default); the native
+   * `output_config.format` refuses recursive schemas, the forced tool's `input_schema` does not.
    */
-  capabilities(_target: UpstreamTarget): AdapterCapabilities {
-    return { embeddings: false, tools: true, multipleChoices: false, seed: false, images: true, jsonMode: false };
+  capabilities(target: UpstreamTarget): AdapterCapabilities {
+    const mode = target.structuredOutput ?? DEFAULT_STRUCTURED_OUTPUT;
+    return {
+      embeddings: false, tools: true, multipleChoices: false, seed: false, images: true, jsonMode: false,
+      jsonSchema: mode === 'native' || mode === 'forced_tool',
+      recursiveSchemas: mode === 'forced_tool',
+    };
   }
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatResult> {
@@ -42,13 +49,14 @@ export class AnthropicAdapter implements ProviderAdapter {
     } catch {
       throw new UpstreamError('protocol', 'anthropic: response body is not JSON');
     }
-    return toChatResult(msg);
+    return toChatResult(msg, responseToolOf(req, ctx));
   }
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
     const res = await this.send(req, ctx, true);
+    const responseTool = responseToolOf(req, ctx);
     return (async function* () {
-      const mapper = new AnthropicStreamMapper();
+      const mapper = new AnthropicStreamMapper(responseTool);
       for await (const sse of readSse(res.body)) {
         let ev: WireStreamEvent;
         try {
@@ -85,6 +93,12 @@ export class AnthropicAdapter implements ProviderAdapter {
 }
 
 const only200 = (status: number) => status === 200;
+
+/** The forced tool carrying this request's structured answer, if it has one on this target. */
+function responseToolOf(req: ChatRequest, ctx: CallContext): string | undefined {
+  const plan = structuredPlan(req, ctx.target);
+  return plan?.mode === 'forced_tool' ? plan.tool : undefined;
+}
 
 function statusError(status: number, text: string, retryAfterMs: number | undefined): UpstreamError {
   const { type, message } = errorTypeOf(text);

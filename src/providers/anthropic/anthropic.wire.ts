@@ -75,7 +75,13 @@ export interface WireRequest {
   tool_choice?: WireToolChoice;
   metadata?: { user_id: string };
   thinking?: WireThinking;
-  output_config?: { effort: WireEffort };
+  output_config?: { effort?: WireEffort; format?: WireOutputFormat };
+}
+
+/** Native structured output (`output_config.format`, providers reference §2.2). */
+export interface WireOutputFormat {
+  type: 'json_schema';
+  schema: Record<string, unknown>;
 }
 
 export type WireStopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'pause_turn' | 'refusal' | 'model_context_window_exceeded';

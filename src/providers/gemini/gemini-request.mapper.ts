@@ -1,6 +1,9 @@
 import { assertUnreachable } from '../../common/errors/error-catalogue';
 import type { ReasoningSpec } from '../../config/gateway-config';
-import type { ChatMessage, ChatRequest, ContentPart, EmbeddingRequest, ReasoningEffort, ToolChoice, ToolDefinition } from '../provider-adapter';
+import type {
+  ChatMessage, ChatRequest, ContentPart, EmbeddingRequest, ReasoningEffort, StructuredOutputMode, ToolChoice, ToolDefinition,
+} from '../provider-adapter';
+import { toResponseSchema } from './gemini-schema';
 import { thoughtSignatureOf } from './gemini-tool-call-id';
 import type {
   GeminiBatchEmbedContentsRequest, GeminiContent, GeminiEmbedContentRequest, GeminiFunctionDeclaration, GeminiGenerateContentRequest,
@@ -194,11 +197,24 @@ export function toToolConfig(choice: ToolChoice): GeminiGenerateContentRequest['
 }
 
 /**
+ * `structured_output` of a Gemini model without one in its config: the converted `responseSchema`,
+ * which every Gemini model takes; `responseJsonSchema` (the schema as it is, `$ref`s and all) is
+ * opted into per model with `native`.
+ */
+export const DEFAULT_STRUCTURED_OUTPUT: StructuredOutputMode = 'converted_schema';
+
+/**
  * The normalised request → a generateContent body. `systemInstruction`, `tools` and `toolConfig` sit
  * at the top level, everything else inside `generationConfig` (a misplaced field is silently
  * ignored, §3.2). `user` and `parallel_tool_calls` have no Gemini equivalent and are dropped.
+ * `response_format: json_schema` is `responseMimeType: application/json` with the schema as the
+ * model's `structured_output` says: `responseJsonSchema` (native) or the converted `responseSchema`.
  */
-export function toGenerateContentRequest(req: ChatRequest, reasoning: ReasoningSpec): GeminiGenerateContentRequest {
+export function toGenerateContentRequest(
+  req: ChatRequest,
+  reasoning: ReasoningSpec,
+  structuredOutput: StructuredOutputMode = DEFAULT_STRUCTURED_OUTPUT,
+): GeminiGenerateContentRequest {
   const body: GeminiGenerateContentRequest = toContents(req.messages, { dummySignatures: reasoning.mode === 'level' });
   if (req.tools?.length) body.tools = [{ functionDeclarations: toFunctionDeclarations(req.tools) }];
   if (req.tool_choice !== undefined) body.toolConfig = toToolConfig(req.tool_choice);
@@ -212,7 +228,13 @@ export function toGenerateContentRequest(req: ChatRequest, reasoning: ReasoningS
   if (req.seed !== undefined) g.seed = req.seed;
   if (req.presence_penalty !== undefined) g.presencePenalty = req.presence_penalty;
   if (req.frequency_penalty !== undefined) g.frequencyPenalty = req.frequency_penalty;
-  if (req.response_format?.type === 'json_object') g.responseMimeType = 'application/json';
+  const rf = req.response_format;
+  if (rf?.type === 'json_object') g.responseMimeType = 'application/json';
+  if (rf?.type === 'json_schema') {
+    g.responseMimeType = 'application/json';
+    if (structuredOutput === 'native') g.responseJsonSchema = rf.json_schema.schema;
+    else g.responseSchema = toResponseSchema(rf.json_schema.schema);
+  }
   const thinking = thinkingConfigFor(req.reasoning_effort, reasoning);
   if (thinking) g.thinkingConfig = thinking;
   if (Object.keys(g).length) body.generationConfig = g;

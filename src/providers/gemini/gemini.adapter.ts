@@ -4,7 +4,9 @@ import type {
 } from '../provider-adapter';
 import { readSse } from '../sse/sse-reader';
 import { UpstreamError } from '../upstream-error';
-import { embedBatches, toBatchEmbedContentsRequest, toEmbedContentRequest, toGenerateContentRequest } from './gemini-request.mapper';
+import {
+  DEFAULT_STRUCTURED_OUTPUT, embedBatches, toBatchEmbedContentsRequest, toEmbedContentRequest, toGenerateContentRequest,
+} from './gemini-request.mapper';
 import { fromEmbedResponses, fromGenerateContentResponse, GeminiStreamMapper, parseJson, toStatusError } from './gemini-response.mapper';
 import type { GeminiBatchEmbedContentsResponse, GeminiEmbedContentResponse, GeminiGenerateContentResponse } from './gemini.wire';
 
@@ -14,6 +16,8 @@ type Method = 'generateContent' | 'streamGenerateContent' | 'embedContent' | 'ba
 
 const only200 = (status: number) => status === 200;
 
+const structuredOutputOf = (target: UpstreamTarget) => target.structuredOutput ?? DEFAULT_STRUCTURED_OUTPUT;
+
 /**
  * The `gemini` family: Google's native Gemini API (providers reference §3, issue 4). The API key goes
  * in the `x-goog-api-key` header, never in the URL, so no logged URL carries it. Streams use
@@ -22,17 +26,23 @@ const only200 = (status: number) => status === 200;
 export class GeminiAdapter implements ProviderAdapter {
   constructor(private readonly http: UpstreamHttp) {}
 
-  capabilities(_target: UpstreamTarget): AdapterCapabilities {
-    return { embeddings: true, tools: true, multipleChoices: true, seed: true, images: true, jsonMode: true };
+  /** JSON schemas as the model's `structured_output` says; the converted schema inlines `$ref`s, so it takes no recursive one. */
+  capabilities(target: UpstreamTarget): AdapterCapabilities {
+    const mode = structuredOutputOf(target);
+    return {
+      embeddings: true, tools: true, multipleChoices: true, seed: true, images: true, jsonMode: true,
+      jsonSchema: mode === 'native' || mode === 'converted_schema',
+      recursiveSchemas: mode === 'native',
+    };
   }
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatResult> {
-    const res = await this.send(ctx, 'generateContent', toGenerateContentRequest(req, ctx.target.model.reasoning), false);
+    const res = await this.send(ctx, 'generateContent', toGenerateContentRequest(req, ctx.target.model.reasoning, structuredOutputOf(ctx.target)), false);
     return fromGenerateContentResponse(parseJson<GeminiGenerateContentResponse>(await UpstreamHttp.text(res.body), 'response'));
   }
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
-    const res = await this.send(ctx, 'streamGenerateContent', toGenerateContentRequest(req, ctx.target.model.reasoning), true);
+    const res = await this.send(ctx, 'streamGenerateContent', toGenerateContentRequest(req, ctx.target.model.reasoning, structuredOutputOf(ctx.target)), true);
     const contentType = String(res.headers['content-type'] ?? '');
     return (async function* () {
       const mapper = new GeminiStreamMapper();

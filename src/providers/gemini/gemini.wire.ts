@@ -49,6 +49,10 @@ export interface GeminiGenerationConfig {
   presencePenalty?: number;
   frequencyPenalty?: number;
   responseMimeType?: 'application/json' | 'text/plain';
+  /** The OpenAPI-subset schema every model takes (`structured_output: converted_schema`). */
+  responseSchema?: Record<string, unknown>;
+  /** A JSON Schema as it is, on the models that take it (`structured_output: native`). */
+  responseJsonSchema?: Record<string, unknown>;
   thinkingConfig?: GeminiThinkingConfig;
 }
 

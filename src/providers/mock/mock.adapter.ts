@@ -1,5 +1,7 @@
+import { minimalInstance } from '../json-schema/json-schema';
 import type {
-  AdapterCapabilities, CallContext, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent, UpstreamTarget,
+  AdapterCapabilities, CallContext, ChatMessage, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent, ToolCall,
+  UpstreamTarget,
 } from '../provider-adapter';
 import { UpstreamError } from '../upstream-error';
 
@@ -13,6 +15,16 @@ import { UpstreamError } from '../upstream-error';
  *   `length`         finish with `length`
  *   `reasoning`      report reasoning tokens
  * e.g. `upstream: "mock-fast+slow-50"`. Text and token counts depend only on the request.
+ *
+ * What it answers, so agent loops, structured outputs and reasoning can be tried without a key:
+ * - `tools` given (and `tool_choice` not `none`) and the conversation ends in a user turn: a call
+ *   of the tool `tool_choice` names, else the first, with arguments valid against its parameters
+ *   (a minimal instance: required properties, first enum values, `$defs` followed);
+ * - `response_format: json_schema`: content that validates against the schema (same generator);
+ *   `json_object`: a JSON object `{"answer": …}`;
+ * - the conversation ends in tool results: a text answer quoting them, so a loop ends;
+ * - `reasoning_effort` other than `none` on a model whose config enables reasoning: reasoning text
+ *   (`reasoning_content`, streamed as reasoning deltas) before the answer.
  */
 interface Script {
   delayMs: number;
@@ -50,11 +62,88 @@ function answer(req: ChatRequest, target: UpstreamTarget): string {
   return `This is a mock answer from ${target.upstream.split('+')[0]} to a message of ${words} words.`;
 }
 
-function usageOf(req: ChatRequest, text: string, s: Script) {
+const textOf = (m: ChatMessage) =>
+  m.content === null ? '' : typeof m.content === 'string' ? m.content : m.content.map((p) => (p.type === 'text' ? p.text : '')).join(' ');
+
+/** The tool results the conversation ends in (after its last assistant turn), if it ends in any. */
+function trailingToolResults(req: ChatRequest): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  for (let i = req.messages.length - 1; i >= 0 && req.messages[i].role === 'tool'; i--) out.unshift(req.messages[i]);
+  return out;
+}
+
+/** The conversation's last turn (system and developer messages aside) is the user's. */
+function endsWithUser(req: ChatRequest): boolean {
+  const turns = req.messages.filter((m) => m.role !== 'system' && m.role !== 'developer');
+  return turns[turns.length - 1]?.role === 'user';
+}
+
+/** A text answer that uses the tool results, so a client's agent loop has its final answer. */
+function toolAnswer(req: ChatRequest, results: ChatMessage[]): string {
+  const names = new Map<string, string>();
+  for (const m of req.messages) for (const c of m.tool_calls ?? []) names.set(c.id, c.function.name);
+  const quoted = results.map((r) => {
+    const text = textOf(r);
+    return `${names.get(r.tool_call_id ?? '') ?? 'the tool'} returned ${text.length > 200 ? `${text.slice(0, 200)}…` : text}`;
+  });
+  return `Mock answer from the tool results: ${quoted.join('; ')}.`;
+}
+
+/** The call the mock makes when tools are offered, or undefined when it answers in text. */
+function toolCallFor(req: ChatRequest): ToolCall | undefined {
+  if (!req.tools?.length || req.tool_choice === 'none' || !endsWithUser(req)) return undefined;
+  const named = typeof req.tool_choice === 'object' ? req.tool_choice.function.name : undefined;
+  const tool = req.tools.find((t) => t.function.name === named) ?? req.tools[0];
+  const args = minimalInstance(tool.function.parameters ?? { type: 'object' });
+  const turn = req.messages.filter((m) => m.role === 'assistant').length;
+  return { id: `call_mock_${turn}_0`, type: 'function', function: { name: tool.function.name, arguments: JSON.stringify(args ?? {}) } };
+}
+
+/** What the mock answers to one request: a tool call or content (text or JSON), and reasoning text when asked. */
+interface Reply {
+  content: string | null;
+  toolCall?: ToolCall;
+  reasoning?: string;
+}
+
+function replyFor(req: ChatRequest, target: UpstreamTarget): Reply {
+  const effort = req.reasoning_effort;
+  const reasoning =
+    effort !== undefined && effort !== 'none' && target.model.reasoning.mode !== 'none'
+      ? `Mock reasoning at ${effort} effort: the last message has ${lastUserText(req).split(/\s+/).filter(Boolean).length} words.`
+      : undefined;
+  const toolCall = toolCallFor(req);
+  if (toolCall) return { content: null, toolCall, reasoning };
+  const results = trailingToolResults(req);
+  const text = results.length ? toolAnswer(req, results) : answer(req, target);
+  const rf = req.response_format;
+  if (rf?.type === 'json_schema') return { content: JSON.stringify(minimalInstance(rf.json_schema.schema)), reasoning };
+  if (rf?.type === 'json_object') return { content: JSON.stringify({ answer: text }), reasoning };
+  return { content: text, reasoning };
+}
+
+function usageOf(req: ChatRequest, reply: Reply, s: Script) {
   const prompt = req.messages.reduce((n, m) => n + tokens(typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? '')), 0);
-  const reasoning = s.reasoning ? 16 : undefined;
-  const completion = tokens(text) + (reasoning ?? 0);
+  const reasoning = s.reasoning ? 16 : reply.reasoning ? tokens(reply.reasoning) : undefined;
+  const completion = tokens(reply.content ?? reply.toolCall?.function.arguments ?? '') + (reasoning ?? 0);
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, ...(reasoning ? { reasoning_tokens: reasoning } : {}) };
+}
+
+/** A reply as stream events, in order: reasoning words, then content words or the tool call (name, then argument fragments). */
+function streamEventsOf(reply: Reply): StreamEvent[] {
+  const words = (t: string) => t.match(/\S+\s*/g) ?? [t];
+  const out: StreamEvent[] = [];
+  for (const w of reply.reasoning ? words(reply.reasoning) : []) out.push({ type: 'delta', index: 0, reasoning: w });
+  const call = reply.toolCall;
+  if (call) {
+    out.push({ type: 'delta', index: 0, tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] });
+    const args = call.function.arguments;
+    const n = Math.max(1, Math.ceil(args.length / 3));
+    for (let i = 0; i < args.length; i += n) out.push({ type: 'delta', index: 0, tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + n) } }] });
+  } else {
+    for (const w of words(reply.content ?? '')) out.push({ type: 'delta', index: 0, content: w });
+  }
+  return out;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -74,24 +163,27 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 export class MockAdapter implements ProviderAdapter {
   capabilities(): AdapterCapabilities {
-    return { embeddings: true, tools: false, multipleChoices: false, seed: true, images: false, jsonMode: true };
+    return { embeddings: true, tools: true, multipleChoices: false, seed: true, images: false, jsonMode: true, jsonSchema: true, recursiveSchemas: true };
   }
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatResult> {
     const s = scriptOf(ctx.target.upstream);
     await this.before(s, ctx);
-    const text = answer(req, ctx.target);
+    const reply = replyFor(req, ctx.target);
+    const message: ChatResult['choices'][number]['message'] = { role: 'assistant', content: reply.content };
+    if (reply.toolCall) message.tool_calls = [reply.toolCall];
+    if (reply.reasoning) message.reasoning_content = reply.reasoning;
     return {
-      choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: s.finish }],
-      usage: usageOf(req, text, s),
+      choices: [{ index: 0, message, finish_reason: reply.toolCall ? 'tool_calls' : s.finish }],
+      usage: usageOf(req, reply, s),
     };
   }
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
     const s = scriptOf(ctx.target.upstream);
     await this.before(s, ctx);
-    const text = answer(req, ctx.target);
-    const parts = text.match(/\S+\s*/g) ?? [text];
+    const reply = replyFor(req, ctx.target);
+    const parts = streamEventsOf(reply);
     const { signal } = ctx;
     const idleMs = ctx.target.timeouts.idleMs;
     return (async function* () {
@@ -103,10 +195,10 @@ export class MockAdapter implements ProviderAdapter {
           throw new UpstreamError('timeout', `no idle within ${idleMs} ms`, { phase: 'idle' });
         }
         if (signal.aborted) throw new UpstreamError('aborted', 'client went away');
-        yield { type: 'delta', index: 0, content: parts[i] } as StreamEvent;
+        yield parts[i];
       }
-      yield { type: 'finish', index: 0, finish_reason: s.finish } as StreamEvent;
-      yield { type: 'usage', usage: usageOf(req, text, s) } as StreamEvent;
+      yield { type: 'finish', index: 0, finish_reason: reply.toolCall ? 'tool_calls' : s.finish } as StreamEvent;
+      yield { type: 'usage', usage: usageOf(req, reply, s) } as StreamEvent;
     })();
   }
 

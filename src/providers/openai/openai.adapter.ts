@@ -1,13 +1,13 @@
 import { UpstreamHttp, UpstreamResponse } from '../http/upstream-http';
 import type {
-  AdapterCapabilities, CallContext, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent,
+  AdapterCapabilities, CallContext, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent, UpstreamTarget,
 } from '../provider-adapter';
 import { UpstreamError } from '../upstream-error';
 import { endpointFor, headersFor } from './openai.endpoint';
 import { fromWireEmbeddings, fromWireResponse, statusError, toWireEmbeddingRequest, toWireRequest } from './openai.mapper';
 import { readChatStream } from './openai.stream';
 import type { WireChatCompletion, WireEmbeddingResponse } from './openai.wire';
-import { OpenAiCompatibleFamily, OpenAiVariant, variantOf } from './variants';
+import { capabilitiesFor, OpenAiCompatibleFamily, OpenAiVariant, variantOf } from './variants';
 
 function parseJson<T>(text: string, what: string): T {
   try {
@@ -32,8 +32,8 @@ export class OpenAiCompatibleAdapter implements ProviderAdapter {
     this.variant = variantOf(family);
   }
 
-  capabilities(): AdapterCapabilities {
-    return { ...this.variant.capabilities };
+  capabilities(target: UpstreamTarget): AdapterCapabilities {
+    return capabilitiesFor(this.variant, target);
   }
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatResult> {

@@ -41,7 +41,7 @@ export interface WireChatRequest {
   random_seed?: number;
   n?: number;
   user?: string;
-  response_format?: { type: 'json_object' | 'text' };
+  response_format?: { type: 'json_object' | 'text' } | { type: 'json_schema'; json_schema: { name: string; description?: string; schema: Record<string, unknown>; strict?: boolean } };
   tools?: { type: 'function'; function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean } }[];
   tool_choice?: WireToolChoice;
   parallel_tool_calls?: boolean;

@@ -1,5 +1,5 @@
 import type { ProviderFamily } from '../../config/gateway-config.schema';
-import type { AdapterCapabilities, FinishReason } from '../provider-adapter';
+import type { AdapterCapabilities, FinishReason, StructuredOutputMode, UpstreamTarget } from '../provider-adapter';
 
 /**
  * The OpenAI-compatible families: one adapter, configured by the quirks each family declares here
@@ -46,6 +46,14 @@ export interface OpenAiVariant {
   streamUsageOption: boolean;
   /** Family-specific finish reasons on top of the common table below. */
   finishReasons: Readonly<Record<string, FinishMapping>>;
+  /**
+   * `response_format: json_schema` for a model whose config sets no `structured_output`: `native`
+   * (passed through) where the family's servers take it for every model, `none` where it depends on
+   * the model (Groq, Together, OpenRouter) or is missing (DeepSeek has JSON mode only), so a model
+   * opts in with `structured_output: native` rather than getting an upstream 400.
+   */
+  structuredOutput: Extract<StructuredOutputMode, 'native' | 'none'>;
+  /** What the family takes; `jsonSchema` here is ignored (it follows the target's structured output). */
   capabilities: AdapterCapabilities;
 }
 
@@ -60,8 +68,13 @@ export const COMMON_FINISH_REASONS: Readonly<Record<string, FinishMapping>> = {
 };
 
 const caps = (c: Partial<AdapterCapabilities>): AdapterCapabilities => ({
-  embeddings: true, tools: true, multipleChoices: false, seed: true, images: false, jsonMode: true, ...c,
+  embeddings: true, tools: true, multipleChoices: false, seed: true, images: false, jsonMode: true, jsonSchema: false, recursiveSchemas: true, ...c,
 });
+
+/** The family's capabilities for one target: JSON schema as the model's `structured_output` (else the family default) says. */
+export function capabilitiesFor(variant: OpenAiVariant, target: UpstreamTarget): AdapterCapabilities {
+  return { ...variant.capabilities, jsonSchema: (target.structuredOutput ?? variant.structuredOutput) === 'native' };
+}
 
 /** Defaults shared by the third-party compatible servers; each entry below states its differences. */
 const compatible = {
@@ -76,12 +89,14 @@ const compatible = {
   toolCallIds: 'any',
   streamUsageOption: true,
   finishReasons: {},
+  structuredOutput: 'none',
 } as const satisfies Partial<OpenAiVariant>;
 
 export const VARIANTS = {
   openai: {
     ...compatible,
     family: 'openai',
+    structuredOutput: 'native',
     defaultBaseUrl: 'https://api.openai.com/v1',
     tokenLimitParam: 'max_completion_tokens',
     developerRole: true,
@@ -90,6 +105,7 @@ export const VARIANTS = {
   azure: {
     ...compatible,
     family: 'azure',
+    structuredOutput: 'native',
     auth: 'api-key',
     urlShape: 'azure',
     tokenLimitParam: 'max_completion_tokens',
@@ -117,6 +133,7 @@ export const VARIANTS = {
   mistral: {
     ...compatible,
     family: 'mistral',
+    structuredOutput: 'native',
     defaultBaseUrl: 'https://api.mistral.ai/v1',
     seedParam: 'random_seed',
     toolChoiceRequired: 'any',
@@ -148,6 +165,7 @@ export const VARIANTS = {
   vllm: {
     ...compatible,
     family: 'vllm',
+    structuredOutput: 'native',
     // `reasoning_content` was renamed `reasoning` (vllm-project/vllm#27752); accept both.
     reasoningFields: ['reasoning', 'reasoning_content'],
     capabilities: caps({ multipleChoices: true, images: true }),
@@ -155,6 +173,7 @@ export const VARIANTS = {
   ollama: {
     ...compatible,
     family: 'ollama',
+    structuredOutput: 'native',
     defaultBaseUrl: 'http://localhost:11434/v1',
     reasoningFields: ['reasoning', 'reasoning_content'],
     capabilities: caps({ images: true }),
