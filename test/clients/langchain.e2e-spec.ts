@@ -96,6 +96,21 @@ describe.each(TOOL_UPSTREAMS)('bindTools via %s', (name) => {
   });
 });
 
+describe.each(TOOL_UPSTREAMS)('withStructuredOutput (function calling) via %s', (name) => {
+  const Person = z.object({ name: z.string(), age: z.number() });
+
+  it('the schema as a forced tool call, parsed into the object', async () => {
+    g.fake(name).next({ toolCall: { name: 'person', arguments: '{"name":"Ada","age":36}' } });
+    const structured = chat(name).withStructuredOutput(Person, { name: 'person', method: 'functionCalling' });
+    expect(await structured.invoke('Who wrote the first program?')).toEqual({ name: 'Ada', age: 36 });
+    const sent = g.fake(name).requests[0].body;
+    // The forced choice of that one tool, in the family's own terms.
+    if (name === 'openai') expect(sent.tool_choice).toEqual({ type: 'function', function: { name: 'person' } });
+    if (name === 'anthropic') expect(sent.tool_choice).toMatchObject({ type: 'tool', name: 'person' });
+    if (name === 'gemini') expect(sent.toolConfig).toEqual({ functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['person'] } });
+  });
+});
+
 describe.each(EMBED_UPSTREAMS)('OpenAIEmbeddings via %s', (name) => {
   const { model } = EMBED_MODEL[name];
   const embeddings = () => new OpenAIEmbeddings({ model, apiKey: API_KEY, configuration: { baseURL: g.baseURL }, maxRetries: 0 });
