@@ -101,3 +101,31 @@ describe('loadEnv', () => {
     expect(env.keyPepper).toBeInstanceOf(Secret);
   });
 });
+
+describe('models.<id>.structured_output', () => {
+  const yaml = (models: string) => `
+providers:
+  claude: { family: anthropic, api_key: k }
+  gem: { family: gemini, api_key: k }
+  oai: { family: openai, api_key: k }
+models:
+${models}
+`;
+  const targetsOf = (models: string, id: string) => loadGatewayConfig(yaml(models), {}).models[id].targets.map((t) => [t.provider, t.structuredOutput]);
+
+  it('is absent by default (the family decides), set per model, and overridden per provider', () => {
+    expect(targetsOf('  m: { provider: claude }', 'm')).toEqual([['claude', undefined]]);
+    expect(targetsOf('  m: { provider: claude, structured_output: native }', 'm')).toEqual([['claude', 'native']]);
+    expect(targetsOf('  m: { structured_output: native, providers: { claude: { structured_output: forced_tool }, oai: {} } }', 'm')).toEqual([
+      ['claude', 'forced_tool'],
+      ['oai', 'native'],
+    ]);
+  });
+
+  it('refuses an unknown value and a path another family has, naming the field', () => {
+    expect(errorOf(yaml('  m: { provider: oai, structured_output: json }'))).toContain('models.m.structured_output');
+    expect(errorOf(yaml('  m: { provider: oai, structured_output: forced_tool }'))).toMatch(/models\.m\.structured_output.*forced_tool is for the anthropic family, not openai/);
+    expect(errorOf(yaml('  m: { providers: { gem: {}, claude: { structured_output: converted_schema } } }'))).toMatch(/models\.m\.providers\.claude\.structured_output.*gemini/);
+    expect(targetsOf('  m: { provider: gem, structured_output: converted_schema }', 'm')).toEqual([['gem', 'converted_schema']]);
+  });
+});

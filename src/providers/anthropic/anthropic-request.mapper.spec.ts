@@ -267,3 +267,52 @@ describe('anthropic request mapping', () => {
     });
   });
 });
+
+describe('anthropic structured output request', () => {
+  const ADDRESS = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+  const schema = { type: 'object', properties: { home: { $ref: '#/$defs/Address' } }, required: ['home'], $defs: { Address: ADDRESS } };
+  const rf = (extra: Record<string, unknown> = {}): ChatRequest['response_format'] => ({ type: 'json_schema', json_schema: { name: 'person', schema, strict: true, ...extra } });
+  const mode = (structuredOutput: 'native' | 'forced_tool', model: Partial<ModelSpec> = {}) => ({ ...target(model), structuredOutput });
+  const tool = { type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object', properties: {} } } };
+
+  it('native: output_config.format carries the schema as it is ($defs and all); no tools, thinking kept', () => {
+    const body = map({ response_format: rf(), reasoning_effort: 'high' }, { ...budget(), structuredOutput: 'native' });
+    expect(body.output_config).toEqual({ format: { type: 'json_schema', schema } });
+    expect(body.tools).toBeUndefined();
+    expect(body.thinking).toEqual({ type: 'enabled', budget_tokens: 16384 });
+  });
+
+  it('native with adaptive thinking: effort and format side by side in output_config', () => {
+    const body = map({ response_format: rf(), reasoning_effort: 'low' }, { ...adaptive(), structuredOutput: 'native' });
+    expect(body.output_config).toEqual({ effort: 'low', format: { type: 'json_schema', schema } });
+  });
+
+  it('forced tool (the default): a tool named after the schema with it as input_schema, forced by name', () => {
+    for (const t of [target(), mode('forced_tool')]) {
+      const body = map({ response_format: rf({ description: 'A person' }) }, t);
+      expect(body.tools).toEqual([{ name: 'person', description: 'A person', input_schema: schema }]);
+      expect(body.tool_choice).toEqual({ type: 'tool', name: 'person' });
+      expect(body.output_config).toBeUndefined();
+    }
+  });
+
+  it('forced tool wins over thinking: reasoning_effort sends no thinking, and temperature is kept', () => {
+    const body = map({ response_format: rf(), reasoning_effort: 'high', temperature: 0.2 }, { ...budget(), structuredOutput: 'forced_tool' });
+    expect(body).not.toHaveProperty('thinking');
+    expect(body.temperature).toBe(0.2);
+  });
+
+  it('forced tool beside client tools: any tool must be called; a client-named tool stays forced; a clashing name is suffixed', () => {
+    expect(map({ response_format: rf(), tools: [tool] }).tool_choice).toEqual({ type: 'any' });
+    expect(map({ response_format: rf(), tools: [tool], tool_choice: 'auto', parallel_tool_calls: false }).tool_choice).toEqual({ type: 'any', disable_parallel_tool_use: true });
+    expect(map({ response_format: rf(), tools: [tool], tool_choice: 'none' }).tool_choice).toEqual({ type: 'tool', name: 'person' });
+    expect(map({ response_format: rf(), tools: [tool], tool_choice: { type: 'function', function: { name: 'lookup' } } }).tool_choice).toEqual({ type: 'tool', name: 'lookup' });
+    const clash = map({ response_format: rf(), tools: [{ type: 'function', function: { name: 'person' } }] });
+    expect(clash.tools!.map((t) => t.name)).toEqual(['person', 'person_response']);
+  });
+
+  it('json_object and text send nothing structured', () => {
+    expect(map({ response_format: { type: 'json_object' } })).not.toHaveProperty('tools');
+    expect(map({ response_format: { type: 'text' } })).not.toHaveProperty('output_config');
+  });
+});

@@ -85,3 +85,34 @@ describe('anthropic response mapping', () => {
     expect([err.kind, err.status, err.opts.code]).toEqual(['status', status, type]);
   });
 });
+
+describe('anthropic structured output: the forced response tool unwrapped', () => {
+  const forced = (): WireResponse => JSON.parse(fixture('message-forced-tool.json'));
+
+  it('the recorded forced-tool Message → JSON content, no tool calls, finish stop', () => {
+    const r = toChatResult(forced(), 'weather_report');
+    expect(r.choices).toEqual([{ index: 0, message: { role: 'assistant', content: '{"city":"Paris","temp_c":21,"tags":["sunny"]}' }, finish_reason: 'stop' }]);
+    expect(JSON.parse(r.choices[0].message.content!)).toEqual({ city: 'Paris', temp_c: 21, tags: ['sunny'] });
+    expect(r.usage).toEqual({ prompt_tokens: 40, completion_tokens: 25, total_tokens: 65 });
+  });
+
+  it('without the response tool name the same Message is an ordinary tool call', () => {
+    expect(toChatResult(forced()).choices[0]).toMatchObject({ message: { content: null, tool_calls: [{ function: { name: 'weather_report' } }] }, finish_reason: 'tool_calls' });
+  });
+
+  it('a preamble is dropped (the content must parse), thinking is kept, a client tool call beside it stays a tool call', () => {
+    const msg = forced();
+    msg.content = [
+      { type: 'thinking', thinking: 'Let me fill it in.', signature: 's' },
+      { type: 'text', text: 'Here you go:' },
+      { type: 'tool_use', id: 't1', name: 'weather_report', input: { city: 'Oslo' } },
+      { type: 'tool_use', id: 't2', name: 'get_time', input: {} },
+    ];
+    const r = toChatResult(msg, 'weather_report');
+    expect(r.choices[0]).toEqual({
+      index: 0,
+      message: { role: 'assistant', content: '{"city":"Oslo"}', reasoning_content: 'Let me fill it in.', tool_calls: [{ id: 't2', type: 'function', function: { name: 'get_time', arguments: '{}' } }] },
+      finish_reason: 'tool_calls',
+    });
+  });
+});

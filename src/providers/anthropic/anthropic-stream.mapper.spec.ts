@@ -136,3 +136,50 @@ describe('anthropic stream mapping', () => {
     expect(() => m.push({ type: 'content_block_delta', index: 4, delta: { type: 'text_delta', text: 'x' } })).toThrow(expect.objectContaining({ kind: 'protocol' }));
   });
 });
+
+describe('anthropic structured output stream: the forced response tool unwrapped', () => {
+  async function runWith(text: string, tool: string | undefined, every = 5): Promise<StreamEvent[]> {
+    const mapper = new AnthropicStreamMapper(tool);
+    const out: StreamEvent[] = [];
+    for await (const sse of readSse(bytes(text, every))) out.push(...mapper.push(JSON.parse(sse.data) as WireStreamEvent));
+    mapper.end();
+    return out;
+  }
+
+  it('the recorded forced-tool stream → content deltas of the JSON text, no tool-call delta, finish stop', async () => {
+    const events = await runWith(fixture('stream-forced-tool.sse'), 'weather_report');
+    expect(events).toEqual([
+      { type: 'delta', index: 0, content: '{"city": "Par' },
+      { type: 'delta', index: 0, content: 'is", "temp_c": 21}' },
+      { type: 'finish', index: 0, finish_reason: 'stop' },
+      { type: 'usage', usage: { prompt_tokens: 40, completion_tokens: 25, total_tokens: 65 } },
+    ]);
+    expect(events.some((e) => e.type === 'delta' && e.tool_calls)).toBe(false);
+    const text = events.map((e) => (e.type === 'delta' ? (e.content ?? '') : '')).join('');
+    expect(JSON.parse(text)).toEqual({ city: 'Paris', temp_c: 21 });
+  });
+
+  it('without the response tool name the same stream is a tool call', async () => {
+    const events = await runWith(fixture('stream-forced-tool.sse'), undefined);
+    expect(events[0]).toMatchObject({ tool_calls: [{ index: 0, id: 'toolu_01Answer', function: { name: 'weather_report', arguments: '' } }] });
+    expect(events.find((e) => e.type === 'finish')).toMatchObject({ finish_reason: 'tool_calls' });
+  });
+
+  it('an empty input streamed without fragments is the content {}; a client tool after it is numbered from 0', () => {
+    const m = new AnthropicStreamMapper('answer');
+    m.push(start);
+    const out = [
+      ...m.push({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 'a', name: 'answer', input: {} } }),
+      ...m.push({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '' } }),
+      ...m.push({ type: 'content_block_stop', index: 0 }),
+      ...m.push({ type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'b', name: 'lookup', input: {} } }),
+      ...m.push({ type: 'message_delta', delta: { stop_reason: 'tool_use' } }),
+      ...m.push({ type: 'message_stop' }),
+    ];
+    expect(out.slice(0, 2)).toEqual([
+      { type: 'delta', index: 0, content: '{}' },
+      { type: 'delta', index: 0, tool_calls: [{ index: 0, id: 'b', type: 'function', function: { name: 'lookup', arguments: '' } }] },
+    ]);
+    expect(out[2]).toEqual({ type: 'finish', index: 0, finish_reason: 'tool_calls' });
+  });
+});

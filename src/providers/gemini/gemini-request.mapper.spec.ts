@@ -296,3 +296,36 @@ describe('gemini request mapping', () => {
     });
   });
 });
+
+describe('gemini structured output request', () => {
+  const schema = {
+    type: 'object',
+    properties: { home: { $ref: '#/$defs/Address' }, kind: { const: 'person' } },
+    required: ['home', 'kind'],
+    additionalProperties: false,
+    $defs: { Address: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false } },
+  };
+  const req: ChatRequest = { messages: [{ role: 'user', content: 'Hi' }], response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } } };
+
+  it('converted_schema (the default): JSON mime type and an inlined responseSchema Gemini takes', () => {
+    for (const body of [toGenerateContentRequest(req, NO_REASONING), toGenerateContentRequest(req, NO_REASONING, 'converted_schema')]) {
+      expect(body.generationConfig).toEqual({
+        responseMimeType: 'application/json',
+        responseSchema: {
+          type: 'object',
+          properties: { home: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], propertyOrdering: ['city'] }, kind: { type: 'string', enum: ['person'] } },
+          required: ['home', 'kind'],
+          propertyOrdering: ['home', 'kind'],
+        },
+      });
+    }
+  });
+
+  it('native: responseJsonSchema carries the schema as it is, $defs included', () => {
+    expect(toGenerateContentRequest(req, NO_REASONING, 'native').generationConfig).toEqual({ responseMimeType: 'application/json', responseJsonSchema: schema });
+  });
+
+  it('json_object keeps sending only the mime type', () => {
+    expect(toGenerateContentRequest({ ...req, response_format: { type: 'json_object' } }, NO_REASONING, 'native').generationConfig).toEqual({ responseMimeType: 'application/json' });
+  });
+});

@@ -7,7 +7,7 @@ import { inlineRefs, Schema } from '../json-schema/json-schema';
  * - `$ref`s are inlined and `$defs`/`definitions` dropped (a recursive schema cannot be, and dispatch
  *   skips such a target before this runs);
  * - `const` → a one-value `enum`; `enum` is kept only when every value is a string (Gemini's enums
- *   are string-only), and then `type` is `string`;
+ *   are string-only), and then `type` is `string`; other values only give a missing `type`;
  * - `type: [T, "null"]` → `type: T, nullable: true`; several non-null types → `anyOf`;
  *   `anyOf`/`oneOf` members that are only `{type: "null"}` → `nullable` on the rest;
  * - `allOf` is merged into one schema (properties and required united);
@@ -85,6 +85,12 @@ function convert(input: Schema): Schema {
     if (values.length > 0 && values.every((v) => typeof v === 'string')) {
       out.type = 'string';
       out.enum = values;
+    } else if (out.type === undefined && !out.anyOf && values.length > 0) {
+      // A typeless schema is refused: the values' own type keeps the answer's type right.
+      const v = values.filter((x) => x !== null);
+      if (v.length && v.every((x) => typeof x === 'boolean')) out.type = 'boolean';
+      else if (v.length && v.every((x) => Number.isInteger(x))) out.type = 'integer';
+      else if (v.length && v.every((x) => typeof x === 'number')) out.type = 'number';
     }
   }
 

@@ -42,6 +42,16 @@ const wire = (family: OpenAiCompatibleFamily, req: ChatRequest = REQ, stream = f
   toWireRequest(req, t, VARIANTS[family], { stream, modelInBody: true });
 
 describe('toWireRequest', () => {
+  it('passes response_format json_schema through unchanged ($defs, strict and description kept)', () => {
+    const response_format: ChatRequest['response_format'] = {
+      type: 'json_schema',
+      json_schema: { name: 'person', description: 'A person', strict: true, schema: { type: 'object', properties: { a: { $ref: '#/$defs/A' } }, required: ['a'], additionalProperties: false, $defs: { A: { type: 'string' } } } },
+    };
+    for (const family of ['openai', 'azure', 'mistral', 'vllm', 'ollama', 'groq'] as const) {
+      expect(wire(family, { ...REQ, response_format }).response_format).toEqual(response_format);
+    }
+  });
+
   it('maps the normalised request for openai field by field', () => {
     const req: ChatRequest = {
       ...REQ,

@@ -36,6 +36,21 @@ describe('variants', () => {
   });
 });
 
+describe('structured outputs', () => {
+  const jsonSchema = (f: OpenAiCompatibleFamily, t = target(f)) => createOpenAiCompatibleAdapter(new UpstreamHttp(), f).capabilities(t).jsonSchema;
+
+  it('json_schema is passed through by default where every model of the family takes it, opted into elsewhere', () => {
+    expect(Object.fromEntries(OPENAI_COMPATIBLE_FAMILIES.map((f) => [f, jsonSchema(f)]))).toEqual({
+      openai: true, azure: true, groq: false, deepseek: false, mistral: true, together: false, openrouter: false, vllm: true, ollama: true,
+    });
+  });
+
+  it("the model's structured_output wins over the family default", () => {
+    expect(jsonSchema('groq', { ...target('groq'), structuredOutput: 'native' })).toBe(true);
+    expect(jsonSchema('openai', { ...target('openai'), structuredOutput: 'none' })).toBe(false);
+  });
+});
+
 describe('endpointFor', () => {
   it.each([
     ['openai', 'https://api.openai.com/v1/chat/completions'],
