@@ -1,11 +1,12 @@
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { FeedbackModule } from '../src/feedback/feedback.module';
 import { AggregationJob } from '../src/learning/aggregation.job';
 import { LearningModule } from '../src/learning/learning.module';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { StatsSnapshot } from '../src/learning/model-stats';
 import { SqlStore } from '../src/stores/sql/sql-store';
 import { DecisionTraceWriter } from '../src/traces/decision-trace.writer';
 import { PRO_KEY, startTestApp, TestApp } from './support/app';
+import { FaultProxy } from './support/fault-proxy';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { describeWithPostgres } from './support/real-servers';
 
@@ -35,6 +36,10 @@ interface Reply {
   status: number;
   body: any;
   headers: Headers;
+}
+
+async function metricValue(t: TestApp, name: string): Promise<number | undefined> {
+  return (await t.app.get(MetricsService).registry.getSingleMetric(name)?.get())?.values[0]?.value;
 }
 
 async function post(t: TestApp, path: string, body: unknown, opts: { key?: string | null; raw?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
@@ -204,7 +209,7 @@ describe('POST /v1/feedback', () => {
 });
 
 describe('POST /v1/feedback with the analytics store down', () => {
-  it('answers 503 internal at once, and the learning loop keeps its snapshot', async () => {
+  it('answers 200 at once, holding the answer, and the learning loop keeps its snapshot', async () => {
     const t = await startTestApp({ yaml: YAML, modules: MODULES });
     try {
       // Authenticates the key while the store is up: the key caches carry it through the outage, as in production.
@@ -213,8 +218,8 @@ describe('POST /v1/feedback with the analytics store down', () => {
       const started = Date.now();
       const r = await feedback(t, VALID);
       expect(Date.now() - started).toBeLessThan(2_000);
-      expect([r.status, r.body.error.code]).toEqual([503, 'internal']);
-      expect(r.body.error.message).not.toMatch(/pglite|closed|ECONN/i);
+      expect([r.status, r.body]).toEqual([200, {}]);
+      expect(await metricValue(t, 'gateway_feedback_held')).toBe(1);
       expect(await t.app.get(AggregationJob).run()).toEqual({ aggregation: 'failed', snapshot: 'kept' });
       expect(t.logs.some((l) => l.includes('"topic":"analytics-store:feedback"'))).toBe(true);
     } finally {
@@ -223,65 +228,18 @@ describe('POST /v1/feedback with the analytics store down', () => {
   });
 });
 
-/** A TCP relay to Postgres that can turn into a black hole: connections accepted, never answered. */
-class PgRelay {
-  private server: Server | undefined;
-  private readonly sockets = new Set<Socket>();
-  private blackHole = false;
-  port = 0;
-
-  constructor(private readonly target: URL) {}
-
-  async start(): Promise<void> {
-    this.server = createServer((client) => {
-      this.track(client);
-      if (this.blackHole) return;
-      const upstream = connect(Number(this.target.port || 5432), this.target.hostname);
-      this.track(upstream);
-      client.pipe(upstream).pipe(client);
-      const end = () => {
-        client.destroy();
-        upstream.destroy();
-      };
-      client.on('error', end).on('close', end);
-      upstream.on('error', end).on('close', end);
-    });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.port = (this.server.address() as { port: number }).port;
-  }
-
-  /** Postgres "goes away": live connections are cut, new ones hang. */
-  cut(): void {
-    this.blackHole = true;
-    for (const s of this.sockets) s.destroy();
-  }
-
-  async stop(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    await new Promise((r) => this.server?.close(r));
-  }
-
-  private track(s: Socket): void {
-    this.sockets.add(s);
-    s.on('close', () => this.sockets.delete(s));
-  }
-}
-
 describeWithPostgres('POST /v1/feedback on a real Postgres', () => {
   let db: TestDatabase;
-  let relay: PgRelay;
+  let relay: FaultProxy;
   let t: TestApp;
   beforeAll(async () => {
     db = await createTestDatabase();
-    relay = new PgRelay(new URL(db.url));
-    await relay.start();
-    const url = new URL(db.url);
-    url.host = `127.0.0.1:${relay.port}`;
-    t = await startTestApp({ yaml: YAML, modules: MODULES, env: { DATABASE_URL: url.toString(), GATEWAY_KEY_PEPPER: 'feedback-test-pepper' } });
+    relay = await FaultProxy.start(db.url);
+    t = await startTestApp({ yaml: YAML, modules: MODULES, env: { DATABASE_URL: relay.urlFor(db.url), GATEWAY_KEY_PEPPER: 'feedback-test-pepper' } });
   });
   afterAll(async () => {
     await t?.close();
-    await relay?.stop();
+    await relay?.close();
     await db?.drop();
   });
 
@@ -303,20 +261,27 @@ describeWithPostgres('POST /v1/feedback on a real Postgres', () => {
     expect(s!.outcomeMean).toBeCloseTo(0.76, 9);
   });
 
-  it('answers 503 internal within the store’s timeouts when Postgres stops answering, never hanging', async () => {
-    relay.cut();
-    // The first call finds its pooled connection cut; the second must open one, which the black hole never answers.
+  it('holds answers while Postgres stops answering (200 at once, never hanging) and stores them once it is back', async () => {
+    // Live connections are cut, new ones are accepted and never answered.
+    relay.set('down');
+    relay.set('frozen');
     for (const session of ['pg-down-1', 'pg-down-2']) {
       const started = Date.now();
       const r = await feedback(t, { session_id: session, score: 5, useful: true });
       const ms = Date.now() - started;
-      expect([session, r.status, r.body.error.code]).toEqual([session, 503, 'internal']);
-      // The pool's connection timeout is 3 s.
-      expect(ms).toBeLessThan(5_000);
+      expect([session, r.status, r.body]).toEqual([session, 200, {}]);
+      // The first call finds its pooled connection cut; the second joins the held answer without asking the store.
+      expect(ms).toBeLessThan(2_000);
     }
+    expect(await metricValue(t, 'gateway_feedback_held')).toBe(2);
     expect(t.logs.some((l) => l.includes('"topic":"analytics-store:feedback"'))).toBe(true);
     // Routing keeps the last snapshot.
     expect(await t.app.get(AggregationJob).run()).toMatchObject({ aggregation: 'failed', snapshot: 'kept' });
     expect(t.app.get(StatsSnapshot).get('acme', 'mock', 'fast')).toMatchObject({ n: 1 });
-  }, 30_000);
+
+    relay.set('pass');
+    const deadline = Date.now() + 15_000;
+    while ((await metricValue(t, 'gateway_feedback_held')) !== 0 && Date.now() < deadline) await sleep(100);
+    for (const session of ['pg-down-1', 'pg-down-2']) expect(await rowsOf(t, 'acme', session)).toMatchObject([{ score: 5, useful: true }]);
+  }, 40_000);
 });

@@ -14,7 +14,7 @@ import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
 import { PgliteSqlStore } from '../stores/sql/pglite-sql.store';
 import { SubmitFeedbackDto } from './dto/submit-feedback.dto';
 import { FeedbackRepository } from './feedback.repository';
-import { FeedbackService } from './feedback.service';
+import { FeedbackOptions, FeedbackService } from './feedback.service';
 
 const caller: Caller = {
   orgId: 'acme',
@@ -35,6 +35,7 @@ describe('FeedbackService', () => {
   let metrics: MetricsService;
   let lines: Record<string, unknown>[];
   let service: FeedbackService;
+  let clock: { t: number };
 
   beforeEach(async () => {
     pglite = await createTestPglite();
@@ -44,7 +45,9 @@ describe('FeedbackService', () => {
     const logger = { pino: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }) };
     const config = new AppConfig(loadEnv({}), loadGatewayConfig('limits: { requests_per_minute_per_key: 3 }', {}));
     limits = new LimitsService(new MemoryCacheStore(), new MonthlyUsageRepository(sql), metrics, logger, config);
-    service = new FeedbackService(new FeedbackRepository(sql), limits, metrics, logger);
+    clock = { t: Date.parse('2026-03-01T12:00:00Z') };
+    const options: FeedbackOptions = { maxHeld: 3, retryIntervalMs: 60_000, shutdownWaitMs: 2_000, now: () => clock.t };
+    service = new FeedbackService(new FeedbackRepository(sql), limits, metrics, logger, options);
   });
   afterEach(async () => {
     await limits.beforeApplicationShutdown();
@@ -60,16 +63,70 @@ describe('FeedbackService', () => {
     expect(await stored()).toEqual([{ org_id: 'acme', session_id: 's-1', score: 2, useful: false }]);
   });
 
-  it('turns a store failure into 503 internal without internals, counted, and logged once per interval', async () => {
+  // Each call from its own key: these cases are about the store, not the key's rate limit of 3 a minute.
+  let keys = 0;
+  const fresh = (): Caller => ({ ...caller, keyId: `k-${++keys}` });
+  const storedAt = async () =>
+    (
+      await pglite.query<{ session_id: string; score: number; created_at: Date; updated_at: Date }>(
+        'SELECT session_id, score, created_at, updated_at FROM feedback ORDER BY session_id',
+        [],
+      )
+    ).rows.map((r) => ({ session_id: r.session_id, score: r.score, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString() }));
+  const heldGauge = async () => (await metrics.registry.getSingleMetric('gateway_feedback_held')!.get()).values[0]?.value;
+
+  it('holds answers while the store is down (latest per session), answers {}, and writes them with the time they were given once it is back', async () => {
     sql.down = true;
-    for (let i = 0; i < 2; i++) {
-      const err = await service.submit(caller, dto()).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(GatewayError);
-      expect(err).toMatchObject({ code: 'internal', status: 503 });
-      expect((err as GatewayError).toBody().error.message).not.toMatch(/ECONNREFUSED|5432/);
-    }
+    await expect(service.submit(fresh(), dto({ score: 1 }))).resolves.toEqual({});
+    clock.t += 1_000;
+    await expect(service.submit(fresh(), dto({ session_id: 's-2', score: 5 }))).resolves.toEqual({});
+    clock.t += 1_000;
+    await expect(service.submit(fresh(), dto({ score: 9 }))).resolves.toEqual({});
+    expect(await heldGauge()).toBe(2);
+    // Only the first answer tried the store: the next ones joined the held ones instead of waiting on it.
+    expect(sql.queries).toBe(1);
     expect(lines.filter((l) => l.topic === 'analytics-store:feedback')).toHaveLength(1);
-    expect(await metrics.registry.getSingleMetricAsString('gateway_store_errors_total')).toMatch(/store="analytics"} 2/);
+    await service.writeHeld();
+    expect(await heldGauge()).toBe(2);
+
+    sql.down = false;
+    await service.writeHeld();
+    expect(await heldGauge()).toBe(0);
+    expect(await storedAt()).toEqual([
+      { session_id: 's-1', score: 9, created_at: '2026-03-01T12:00:02.000Z', updated_at: '2026-03-01T12:00:02.000Z' },
+      { session_id: 's-2', score: 5, created_at: '2026-03-01T12:00:01.000Z', updated_at: '2026-03-01T12:00:01.000Z' },
+    ]);
+    // Back to writing each answer at once.
+    await service.submit(fresh(), dto({ session_id: 's-3' }));
+    expect((await stored()).map((r) => r.session_id)).toContain('s-3');
+  });
+
+  it('never lets a held answer overwrite a later one stored meanwhile (another replica)', async () => {
+    sql.down = true;
+    await service.submit(fresh(), dto({ score: 1 }));
+    sql.down = false;
+    // Stored by another replica after the held answer was given (the database's clock: now, later than the held one's).
+    await new FeedbackRepository(pglite).upsert({ orgId: 'acme', sessionId: 's-1', score: 7, useful: false });
+    await service.writeHeld();
+    expect(await stored()).toEqual([{ org_id: 'acme', session_id: 's-1', score: 7, useful: false }]);
+  });
+
+  it('refuses with 503 internal, without internals, only when the buffer is full; a held session may still change', async () => {
+    sql.down = true;
+    for (const s of ['a', 'b', 'c']) await service.submit(fresh(), dto({ session_id: s }));
+    const err = await service.submit(fresh(), dto({ session_id: 'd' })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GatewayError);
+    expect(err).toMatchObject({ code: 'internal', status: 503 });
+    expect((err as GatewayError).toBody().error.message).not.toMatch(/ECONNREFUSED|5432/);
+    await expect(service.submit(fresh(), dto({ session_id: 'b', score: 0 }))).resolves.toEqual({});
+  });
+
+  it('writes held answers at shutdown', async () => {
+    sql.down = true;
+    await service.submit(fresh(), dto());
+    sql.down = false;
+    await service.beforeApplicationShutdown();
+    expect(await stored()).toEqual([{ org_id: 'acme', session_id: 's-1', score: 8, useful: true }]);
   });
 
   it('spends the key’s rate limit before writing: a refused call stores nothing', async () => {
