@@ -48,7 +48,15 @@ type Block =
  * It also checks what the real API checks, answering 4xx with Anthropic's error body: the
  * `x-api-key` and `anthropic-version` headers, `max_tokens` present, roles only user/assistant,
  * `system` a string or blocks, temperature in 0..1, and with thinking on a budget >= 1024 below
- * `max_tokens` and no temperature other than 1.
+ * `max_tokens`, no temperature other than 1 and no forced tool use (`tool_choice` `any` or `tool`);
+ * a forced `tool_choice` must name a listed tool; `output_config.format` must be a `json_schema`
+ * with an object schema.
+ *
+ * Structured output as the API answers it: a forced tool (`tool_choice: {type: "tool", name}`, or
+ * `any`, which the fake answers with the last listed tool) comes back, when the scenario has no tool
+ * call of its own, as a `tool_use` block of that tool whose input is the scenario's text parsed as
+ * JSON (`{}` without text), `stop_reason: tool_use`; with `output_config.format` the scenario's text
+ * is the answer's text block.
  *
  * `heartbeats` sends Anthropic's own `event: ping` rather than the base class's comment lines, so
  * events are framed here and written through FakeResponse.write (which applies delivery/byte-split).
@@ -69,6 +77,8 @@ export class AnthropicFake extends FakeUpstream {
 
     const blocks: Block[] = [];
     if (s.reasoning) blocks.push({ type: 'thinking', thinking: s.reasoning, signature: 'EqQBCkYIBxgCKkDfakeSignature==' });
+    const forced = s.toolCall ? undefined : this.forcedTool(req.body);
+    if (forced) s = { ...s, toolCall: { id: 'toolu_01Forced', name: forced, arguments: s.text ?? '{}' }, text: undefined };
     if (s.text !== undefined || !s.toolCall) blocks.push({ type: 'text', text: s.text ?? DEFAULT_TEXT });
     if (s.toolCall) blocks.push({ type: 'tool_use', id: s.toolCall.id ?? 'toolu_01Fake', name: s.toolCall.name, arguments: s.toolCall.arguments });
     const stopReason = s.finish === 'length' ? 'max_tokens' : s.finish === 'tool_calls' || (s.toolCall && !s.finish) ? 'tool_use' : 'end_turn';
@@ -78,6 +88,14 @@ export class AnthropicFake extends FakeUpstream {
 
     if (req.body.stream === true) await this.stream(out, s, blocks, stopReason, usage, model);
     else await this.message(out, s, blocks, stopReason, usage, model);
+  }
+
+  /** The tool a forced `tool_choice` makes the model call: the named one, or the last listed for `any`. */
+  private forcedTool(body: any): string | undefined {
+    const choice = body.tool_choice;
+    if (choice?.type === 'tool') return choice.name;
+    if (choice?.type === 'any' && Array.isArray(body.tools) && body.tools.length) return body.tools[body.tools.length - 1].name;
+    return undefined;
   }
 
   private validate(body: any): string | undefined {
@@ -98,6 +116,19 @@ export class AnthropicFake extends FakeUpstream {
     }
     if (body.thinking && body.thinking.type !== 'disabled' && body.temperature !== undefined && body.temperature !== 1) {
       return '`temperature` may only be set to 1 when thinking is enabled.';
+    }
+    const choice = body.tool_choice;
+    if (body.thinking && body.thinking.type !== 'disabled' && (choice?.type === 'any' || choice?.type === 'tool')) {
+      return 'Thinking may not be enabled when tool_choice forces tool use.';
+    }
+    if (choice?.type === 'tool' && !(body.tools ?? []).some((t: any) => t?.name === choice.name)) return `tool_choice: Tool '${choice.name}' not found in tools`;
+    for (const [i, t] of (body.tools ?? []).entries()) {
+      if (typeof t?.name !== 'string' || !/^[a-zA-Z0-9_-]{1,128}$/.test(t.name)) return `tools.${i}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`;
+      if (t.input_schema === null || typeof t.input_schema !== 'object' || t.input_schema.type !== 'object') return `tools.${i}.custom.input_schema.type: Input should be 'object'`;
+    }
+    const format = body.output_config?.format;
+    if (format !== undefined && (format?.type !== 'json_schema' || format.schema === null || typeof format.schema !== 'object')) {
+      return 'output_config.format: Input should be a valid json_schema format';
     }
     return undefined;
   }

@@ -81,6 +81,8 @@ export class GeminiFake extends FakeUpstream {
     if (req.method !== 'POST' || !m) return out.json(404, googleError(404, `Unknown path ${req.path}`));
     const [, model, method, query] = m;
     if (s.errorStatus !== undefined || s.badApiKey) return this.error(s, out);
+    const invalid = method === 'generateContent' || method === 'streamGenerateContent' ? schemaProblem(req.body?.generationConfig) : undefined;
+    if (invalid) return out.json(400, googleError(400, invalid));
     switch (method) {
       case 'generateContent':
         if (!Array.isArray(req.body?.contents)) return out.json(400, googleError(400, '* GenerateContentRequest.contents: contents is not specified'));
@@ -220,6 +222,48 @@ export class GeminiFake extends FakeUpstream {
       },
     };
   }
+}
+
+/** The fields of Gemini's `Schema` message; any other key in a `responseSchema` is refused by the API's JSON parser. */
+export const GEMINI_SCHEMA_FIELDS = new Set([
+  'type', 'format', 'title', 'description', 'nullable', 'enum', 'maxItems', 'minItems', 'properties', 'required', 'minProperties',
+  'maxProperties', 'minLength', 'maxLength', 'pattern', 'example', 'anyOf', 'propertyOrdering', 'default', 'items', 'minimum', 'maximum',
+]);
+
+/**
+ * What Google checks in a structured-output request: `responseSchema` only with `responseMimeType:
+ * application/json`, not together with `responseJsonSchema`, and only `Schema` fields at every level
+ * (an unknown one is the proto JSON parser's 400 "Unknown name … Cannot find field.").
+ */
+function schemaProblem(g: any): string | undefined {
+  if (!g || (g.responseSchema === undefined && g.responseJsonSchema === undefined)) return undefined;
+  if (g.responseSchema !== undefined && g.responseJsonSchema !== undefined) return 'responseSchema and responseJsonSchema cannot both be set.';
+  if (g.responseMimeType !== 'application/json') return 'responseMimeType must be application/json when a response schema is set.';
+  if (g.responseSchema === undefined) return undefined;
+  const walk = (node: any, at: string): string | undefined => {
+    if (node === null || typeof node !== 'object' || Array.isArray(node)) return `Invalid value at '${at}', expected a Schema object.`;
+    for (const [k, v] of Object.entries(node)) {
+      if (!GEMINI_SCHEMA_FIELDS.has(k)) return `Invalid JSON payload received. Unknown name "${k}" at '${at}': Cannot find field.`;
+      if (k === 'properties') {
+        for (const [i, p] of Object.values(v as object).entries()) {
+          const problem = walk(p, `${at}.properties[${i}].value`);
+          if (problem) return problem;
+        }
+      } else if (k === 'items') {
+        const problem = walk(v, `${at}.items`);
+        if (problem) return problem;
+      } else if (k === 'anyOf') {
+        for (const [i, p] of (v as unknown[]).entries()) {
+          const problem = walk(p, `${at}.any_of[${i}]`);
+          if (problem) return problem;
+        }
+      } else if (k === 'enum' && (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))) {
+        return `Invalid value at '${at}.enum' (TYPE_STRING), ${JSON.stringify(v)}`;
+      }
+    }
+    return undefined;
+  };
+  return walk(g.responseSchema, 'generation_config.response_schema');
 }
 
 function textOf(content: any): string {

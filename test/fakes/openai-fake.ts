@@ -62,6 +62,42 @@ function base64Floats(v: number[]): string {
   return buf.toString('base64');
 }
 
+/**
+ * What OpenAI checks in `response_format` (its 400 messages): `json_schema` needs a valid name and an
+ * object schema; with `strict: true` every object must set `additionalProperties: false` and list all
+ * its properties as required (OpenAI's "Structured Outputs" rules). The answer is the scenario's text.
+ */
+function responseFormatProblem(rf: any): string | undefined {
+  if (rf === undefined || rf?.type === 'text' || rf?.type === 'json_object') return undefined;
+  if (rf?.type !== 'json_schema') return `Invalid value: '${rf?.type}'. Supported values are: 'json_object', 'json_schema', and 'text'.`;
+  const js = rf.json_schema;
+  if (typeof js?.name !== 'string' || !/^[a-zA-Z0-9_-]{1,64}$/.test(js.name)) return "Invalid 'response_format.json_schema.name': string does not match pattern.";
+  if (js.schema === null || typeof js.schema !== 'object' || Array.isArray(js.schema)) return "Invalid type for 'response_format.json_schema.schema': expected an object.";
+  if (js.strict !== true) return undefined;
+  const walk = (node: any, context: string): string | undefined => {
+    if (node === null || typeof node !== 'object') return undefined;
+    if (Array.isArray(node)) {
+      for (const n of node) {
+        const p = walk(n, context);
+        if (p) return p;
+      }
+      return undefined;
+    }
+    if (node.type === 'object' || node.properties) {
+      if (node.additionalProperties !== false) return `Invalid schema for response_format '${js.name}': In context=(${context}), 'additionalProperties' is required to be supplied and to be false.`;
+      const missing = Object.keys(node.properties ?? {}).find((k) => !(node.required ?? []).includes(k));
+      if (missing) return `Invalid schema for response_format '${js.name}': In context=(${context}), 'required' is required to be supplied and to be an array including every key in properties. Missing '${missing}'.`;
+    }
+    for (const [k, v] of Object.entries(node)) {
+      if (k === 'enum' || k === 'const' || k === 'default') continue;
+      const p = walk(v, k === 'properties' || k === '$defs' ? context : `${context}${context ? ', ' : ''}'${k}'`);
+      if (p) return p;
+    }
+    return undefined;
+  };
+  return walk(js.schema, '');
+}
+
 export class OpenAiFake extends FakeUpstream {
   readonly variant: OpenAiFakeVariant;
   private readonly apiKey?: string;
@@ -79,6 +115,8 @@ export class OpenAiFake extends FakeUpstream {
     if ('error' in route) return out.json(route.status, route.error);
     if (this.apiKey !== undefined && !this.authorised(req)) return out.json(401, this.errorBody(401));
     if (s.errorStatus) return this.sendError(s, out);
+    const invalid = route.op === 'chat' ? responseFormatProblem(req.body?.response_format) : undefined;
+    if (invalid) return out.json(400, { error: { message: invalid, type: 'invalid_request_error', param: 'response_format', code: null } });
     if (route.op === 'embeddings') return this.embeddings(req, route.model, out);
     if (req.body?.stream === true) return this.stream(req, route.model, s, out);
     return this.json(req, route.model, s, out);

@@ -316,3 +316,17 @@ describe('anthropic structured output request', () => {
     expect(map({ response_format: { type: 'text' } })).not.toHaveProperty('output_config');
   });
 });
+
+describe('anthropic forced tool with a schema that is not an object', () => {
+  it('wraps it as the required property value, root $defs kept at the root', () => {
+    const schema = { type: 'array', items: { $ref: '#/$defs/Item' }, $defs: { Item: { type: 'string' } } };
+    const body = map({ response_format: { type: 'json_schema', json_schema: { name: 'list', schema } } });
+    expect(body.tools).toEqual([
+      {
+        name: 'list',
+        description: 'Answer with the list object. Its input is the whole answer.',
+        input_schema: { type: 'object', properties: { value: { type: 'array', items: { $ref: '#/$defs/Item' } } }, required: ['value'], $defs: { Item: { type: 'string' } } },
+      },
+    ]);
+  });
+});

@@ -30,7 +30,23 @@ export const MAX_TEMPERATURE = 1;
 export const DEFAULT_STRUCTURED_OUTPUT: StructuredOutputMode = 'forced_tool';
 
 /** How one request's `response_format: json_schema` reaches Anthropic; `tool` is the forced tool's name. */
-export type StructuredPlan = { mode: 'native'; format: JsonSchemaFormat } | { mode: 'forced_tool'; format: JsonSchemaFormat; tool: string };
+export type StructuredPlan =
+  | { mode: 'native'; format: JsonSchemaFormat }
+  | { mode: 'forced_tool'; format: JsonSchemaFormat; tool: string; wrapped: boolean };
+
+/**
+ * A tool's `input_schema` must be an object schema, so any other answer schema (an array, a string,
+ * a union) is wrapped as the one required property `value`; the response mappers unwrap it. Root
+ * `$defs`/`definitions` stay at the root, where the schema's `#/$defs/…` refs point.
+ */
+export function responseToolSchema(schema: Record<string, unknown>): { input_schema: Record<string, unknown>; wrapped: boolean } {
+  if (schema.type === 'object') return { input_schema: schema, wrapped: false };
+  const { $defs, definitions, $schema: _s, ...value } = schema;
+  return {
+    input_schema: { type: 'object', properties: { value }, required: ['value'], ...($defs ? { $defs } : {}), ...(definitions ? { definitions } : {}) },
+    wrapped: true,
+  };
+}
 
 /**
  * The structured-output path of this request on this target, or undefined when it asks for none.
@@ -45,7 +61,8 @@ export function structuredPlan(req: ChatRequest, target: UpstreamTarget): Struct
   if (mode !== 'forced_tool') return undefined;
   const names = new Set((req.tools ?? []).map((t) => t.function.name));
   const name = rf.json_schema.name;
-  return { mode, format: rf.json_schema, tool: names.has(name) ? `${name.slice(0, 55)}_response` : name };
+  const tool = names.has(name) ? `${name.slice(0, 55)}_response` : name;
+  return { mode, format: rf.json_schema, tool, wrapped: responseToolSchema(rf.json_schema.schema).wrapped };
 }
 
 /**
@@ -100,7 +117,7 @@ export function toMessagesRequest(req: ChatRequest, target: UpstreamTarget, stre
     const f = structured.format;
     body.tools = [
       ...(body.tools ?? []),
-      { name: structured.tool, description: f.description ?? `Answer with the ${f.name} object. Its input is the whole answer.`, input_schema: f.schema },
+      { name: structured.tool, description: f.description ?? `Answer with the ${f.name} object. Its input is the whole answer.`, input_schema: responseToolSchema(f.schema).input_schema },
     ];
     body.tool_choice = forcedToolChoice(structured, req);
   }

@@ -116,3 +116,10 @@ describe('anthropic structured output: the forced response tool unwrapped', () =
     });
   });
 });
+
+describe('anthropic forced tool with a wrapped (non-object) answer', () => {
+  it('unwraps input.value into the content', () => {
+    const msg: WireResponse = { id: 'm', type: 'message', role: 'assistant', model: 'c', content: [{ type: 'tool_use', id: 't', name: 'list', input: { value: ['a', 'b'] } }], stop_reason: 'tool_use' };
+    expect(toChatResult(msg, 'list', true).choices[0]).toEqual({ index: 0, message: { role: 'assistant', content: '["a","b"]' }, finish_reason: 'stop' });
+  });
+});

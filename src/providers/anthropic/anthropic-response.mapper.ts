@@ -37,9 +37,10 @@ export function toUsage(u: WireUsage): Usage {
  * A Message → one choice: text blocks joined, thinking text as `reasoning_content`, tool_use blocks
  * as tool calls. `responseTool` names the forced tool that carries a `response_format: json_schema`
  * answer: its input becomes the message content as JSON text (and the only content: a preamble
- * would make it unparseable), it is never a tool call, and a stop for it is `stop`.
+ * would make it unparseable), it is never a tool call, and a stop for it is `stop`. `wrapped`: the
+ * answer schema was not an object, so the tool's input is `{value: answer}`.
  */
-export function toChatResult(msg: WireResponse, responseTool?: string): ChatResult {
+export function toChatResult(msg: WireResponse, responseTool?: string, wrapped = false): ChatResult {
   if (msg === null || typeof msg !== 'object' || !Array.isArray(msg.content)) throw new UpstreamError('protocol', 'anthropic: response is not a Message');
   let text = '';
   let hasText = false;
@@ -53,7 +54,9 @@ export function toChatResult(msg: WireResponse, responseTool?: string): ChatResu
     } else if (block.type === 'thinking') reasoning += (block as { thinking: string }).thinking ?? '';
     else if (block.type === 'tool_use') {
       const b = block as { id: string; name: string; input: unknown };
-      if (responseTool !== undefined && b.name === responseTool && answer === undefined) answer = JSON.stringify(b.input ?? {});
+      if (responseTool !== undefined && b.name === responseTool && answer === undefined) {
+        answer = JSON.stringify(wrapped ? ((b.input ?? {}) as { value?: unknown }).value ?? null : (b.input ?? {}));
+      }
       else toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
     }
   }

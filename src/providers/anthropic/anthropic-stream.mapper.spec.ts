@@ -183,3 +183,22 @@ describe('anthropic structured output stream: the forced response tool unwrapped
     expect(out[2]).toEqual({ type: 'finish', index: 0, finish_reason: 'tool_calls' });
   });
 });
+
+describe('anthropic forced tool stream with a wrapped (non-object) answer', () => {
+  it('holds the fragments and sends input.value whole at the block end', () => {
+    const m = new AnthropicStreamMapper('list', true);
+    m.push(start);
+    const out = [
+      ...m.push({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 'a', name: 'list', input: {} } }),
+      ...m.push({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '{"value": ["a",' } }),
+      ...m.push({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: ' "b"]}' } }),
+      ...m.push({ type: 'content_block_stop', index: 0 }),
+      ...m.push({ type: 'message_delta', delta: { stop_reason: 'tool_use' } }),
+      ...m.push({ type: 'message_stop' }),
+    ];
+    expect(out.slice(0, 2)).toEqual([
+      { type: 'delta', index: 0, content: '["a","b"]' },
+      { type: 'finish', index: 0, finish_reason: 'stop' },
+    ]);
+  });
+});

@@ -11,7 +11,9 @@ import type { WireStreamEvent, WireUsage } from './anthropic.wire';
  *
  * `responseTool` names the forced tool carrying a `response_format: json_schema` answer: its
  * `input_json_delta` fragments are the answer's JSON text, sent as content (`{}` when the input came
- * whole and empty), never as a tool call, and its `tool_use` stop finishes with `stop`.
+ * whole and empty), never as a tool call, and its `tool_use` stop finishes with `stop`. When the
+ * answer schema was wrapped (`wrapped`: the input is `{value: answer}`), the fragments are held and
+ * the answer is sent whole at the block's end.
  *
  * `finish` and `usage` are emitted at `message_stop`, the end marker; `end()` throws a protocol error
  * if the body ended before it. `ping`, `signature_delta`, `citations_delta` and unknown event or block
@@ -20,12 +22,15 @@ import type { WireStreamEvent, WireUsage } from './anthropic.wire';
 export class AnthropicStreamMapper {
   private usage: WireUsage | undefined;
   private stopReason: string | null | undefined;
-  private readonly blocks = new Map<number, { type: string; tool?: number; answered?: boolean }>();
+  private readonly blocks = new Map<number, { type: string; tool?: number; answered?: boolean; held?: string }>();
   private tools = 0;
   private started = false;
   private stopped = false;
 
-  constructor(private readonly responseTool?: string) {}
+  constructor(
+    private readonly responseTool?: string,
+    private readonly wrapped = false,
+  ) {}
 
   get done(): boolean {
     return this.stopped;
@@ -45,6 +50,15 @@ export class AnthropicStreamMapper {
       case 'content_block_stop': {
         const block = this.blocks.get(ev.index);
         // A response tool whose input came in content_block_start only ({} streams no fragments).
+        if (block?.type === 'response' && this.wrapped) {
+          let input: { value?: unknown };
+          try {
+            input = JSON.parse(block.held || '{}') as { value?: unknown };
+          } catch {
+            throw new UpstreamError('protocol', 'anthropic stream: the response tool input is not JSON');
+          }
+          return [{ type: 'delta', index: 0, content: JSON.stringify(input?.value ?? null) }];
+        }
         if (block?.type === 'response' && !block.answered) {
           block.answered = true;
           return [{ type: 'delta', index: 0, content: '{}' }];
@@ -112,6 +126,10 @@ export class AnthropicStreamMapper {
       case 'input_json_delta':
         if (block.type === 'response') {
           if (!delta.partial_json) return [];
+          if (this.wrapped) {
+            block.held = (block.held ?? '') + String(delta.partial_json);
+            return [];
+          }
           block.answered = true;
           return [{ type: 'delta', index: 0, content: String(delta.partial_json) }];
         }

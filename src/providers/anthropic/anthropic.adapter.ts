@@ -49,14 +49,15 @@ export class AnthropicAdapter implements ProviderAdapter {
     } catch {
       throw new UpstreamError('protocol', 'anthropic: response body is not JSON');
     }
-    return toChatResult(msg, responseToolOf(req, ctx));
+    const tool = responseToolOf(req, ctx);
+    return toChatResult(msg, tool?.name, tool?.wrapped);
   }
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
     const res = await this.send(req, ctx, true);
     const responseTool = responseToolOf(req, ctx);
     return (async function* () {
-      const mapper = new AnthropicStreamMapper(responseTool);
+      const mapper = new AnthropicStreamMapper(responseTool?.name, responseTool?.wrapped);
       for await (const sse of readSse(res.body)) {
         let ev: WireStreamEvent;
         try {
@@ -95,9 +96,9 @@ export class AnthropicAdapter implements ProviderAdapter {
 const only200 = (status: number) => status === 200;
 
 /** The forced tool carrying this request's structured answer, if it has one on this target. */
-function responseToolOf(req: ChatRequest, ctx: CallContext): string | undefined {
+function responseToolOf(req: ChatRequest, ctx: CallContext): { name: string; wrapped: boolean } | undefined {
   const plan = structuredPlan(req, ctx.target);
-  return plan?.mode === 'forced_tool' ? plan.tool : undefined;
+  return plan?.mode === 'forced_tool' ? { name: plan.tool, wrapped: plan.wrapped } : undefined;
 }
 
 function statusError(status: number, text: string, retryAfterMs: number | undefined): UpstreamError {
