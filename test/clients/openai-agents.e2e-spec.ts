@@ -2,8 +2,8 @@ import { Agent, OpenAIChatCompletionsModel, OpenAIProvider, run, Runner, setTrac
 import OpenAI from 'openai-v7';
 import { z } from 'zod';
 import {
-  API_KEY, CHAT_MODEL, ClientGateway, expectToolDeclared, expectToolResultSent, mockAnswer, startClientGateway, TOOL_UPSTREAMS, WEATHER_ANSWER, WEATHER_ARGS, WEATHER_RESULT,
-  WEATHER_TOOL, willCallWeather,
+  API_KEY, CHAT_MODEL, CITIES, ClientGateway, expectStructuredRequest, expectToolRoundTrip, mockAnswer, Person, startClientGateway, TOOL_UPSTREAMS, UPSTREAMS,
+  WEATHER_ARGS, WEATHER_RESULT, WEATHER_TOOL, willAnswerPerson, willCallWeather,
 } from './support/client-gateway';
 
 /**
@@ -36,7 +36,7 @@ const getWeather = () => {
   const t = tool({
     name: WEATHER_TOOL.name,
     description: WEATHER_TOOL.description,
-    parameters: z.object({ city: z.string() }),
+    parameters: z.object({ city: z.enum(CITIES) }),
     execute: async (input) => {
       calls.push(input);
       return input.city === WEATHER_ARGS.city ? WEATHER_RESULT : 'unknown city';
@@ -58,26 +58,23 @@ describe.each(TOOL_UPSTREAMS)('via %s', (name) => {
   const model = CHAT_MODEL[name];
 
   it('one agent, one function tool, run to completion', async () => {
-    willCallWeather(g, name);
+    const want = willCallWeather(g, name);
     const weather = getWeather();
     const agent = new Agent({ name: 'Weather', instructions: 'Answer with the weather tool.', model: chatModel(model), tools: [weather.tool] });
     const result = await run(agent, QUESTION);
     expect(weather.calls).toEqual([WEATHER_ARGS]);
-    expect(result.finalOutput).toBe(WEATHER_ANSWER);
+    expect(result.finalOutput).toBe(want);
     const items = result.newItems.map((i) => i.type);
     expect(items).toEqual(['tool_call_item', 'tool_call_output_item', 'message_output_item']);
     const call = result.newItems[0].rawItem;
     expect(call).toMatchObject({ type: 'function_call', name: WEATHER_TOOL.name });
     expect(JSON.parse((call as { arguments: string }).arguments)).toEqual(WEATHER_ARGS);
-    expect(g.fake(name).requests).toHaveLength(2);
-    const [first, second] = g.fake(name).requests;
-    expectToolDeclared(name, first);
-    expectToolResultSent(name, second);
-    if (name === 'anthropic') expect(first.body.system).toContain('Answer with the weather tool.');
+    expectToolRoundTrip(g, name);
+    if (name === 'anthropic') expect(g.anthropic.requests[0].body.system).toContain('Answer with the weather tool.');
   });
 
   it('the same run streamed, through a Runner with a Chat Completions OpenAIProvider', async () => {
-    willCallWeather(g, name);
+    const want = willCallWeather(g, name);
     const weather = getWeather();
     const runner = new Runner({ modelProvider: new OpenAIProvider({ baseURL: g.baseURL, apiKey: API_KEY, useResponses: false }) });
     const agent = new Agent({ name: 'Weather', instructions: 'Answer with the weather tool.', model, tools: [weather.tool] });
@@ -86,11 +83,19 @@ describe.each(TOOL_UPSTREAMS)('via %s', (name) => {
     for await (const t of stream.toTextStream()) text += t;
     await stream.completed;
     expect(weather.calls).toEqual([WEATHER_ARGS]);
-    expect(text).toBe(WEATHER_ANSWER);
-    expect(stream.finalOutput).toBe(WEATHER_ANSWER);
-    const [first, second] = g.fake(name).requests;
-    expect(first.body.stream === true || first.path.includes('stream')).toBe(true);
-    expectToolDeclared(name, first);
-    expectToolResultSent(name, second);
+    expect(text).toBe(want);
+    expect(stream.finalOutput).toBe(want);
+    expectToolRoundTrip(g, name);
+    if (name !== 'mock') expect(g.fake(name).requests.every((r) => r.body.stream === true || r.path.includes('stream'))).toBe(true);
+  });
+});
+
+describe.each(UPSTREAMS)('structured output via %s', (name) => {
+  it('an agent with a zod outputType: response_format json_schema, the final output parsed', async () => {
+    const want = willAnswerPerson(g, name, 'output');
+    const agent = new Agent({ name: 'Historian', instructions: 'Answer with the person.', model: chatModel(CHAT_MODEL[name]), outputType: Person });
+    const result = await run(agent, 'Who wrote the first program?');
+    expect(result.finalOutput).toEqual(want);
+    expectStructuredRequest(g, name, 'output');
   });
 });

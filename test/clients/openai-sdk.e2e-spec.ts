@@ -1,10 +1,13 @@
 import OpenAI from 'openai';
 import OpenAIv7 from 'openai-v7';
+import { zodResponseFormat as zodResponseFormatV7 } from 'openai-v7/helpers/zod';
 import { VERSION as V7 } from 'openai-v7/version';
+import { zodResponseFormat } from 'openai/helpers/zod';
 import { VERSION as V6 } from 'openai/version';
 import {
-  API_KEY, CHAT_MODEL, ClientGateway, EMBED_MODEL, EMBED_UPSTREAMS, expectEmbedding, expectToolDeclared, expectToolResultSent, expectTranslatedChat,
-  expectTranslatedEmbeddings, startClientGateway, TOOL_UPSTREAMS, UPSTREAMS, WEATHER_ANSWER, WEATHER_ARGS, WEATHER_RESULT, WEATHER_TOOL, willAnswer, willCallWeather,
+  API_KEY, CHAT_MODEL, ClientGateway, EMBED_MODEL, EMBED_UPSTREAMS, expectEmbedding, expectStructuredRequest, expectToolRoundTrip, expectTranslatedChat,
+  expectTranslatedEmbeddings, Person, PERSON_SCHEMA_NAME, startClientGateway, TOOL_UPSTREAMS, UPSTREAMS, WEATHER_ARGS, WEATHER_RESULT, WEATHER_TOOL, willAnswer,
+  willAnswerPerson, willCallWeather,
 } from './support/client-gateway';
 
 /**
@@ -23,9 +26,10 @@ beforeAll(async () => {
 afterEach(() => g.reset());
 afterAll(() => g.close());
 
-const SDKS: Array<[string, () => OpenAI]> = [
-  [`openai ${V6}`, () => new OpenAI({ apiKey: API_KEY, baseURL: g.baseURL, maxRetries: 0 })],
-  [`openai ${V7}`, () => new OpenAIv7({ apiKey: API_KEY, baseURL: g.baseURL, maxRetries: 0 }) as unknown as OpenAI],
+/** Each SDK with its own `zodResponseFormat` helper (the helper's parser is checked by the SDK that made it). */
+const SDKS: Array<[string, () => OpenAI, typeof zodResponseFormat]> = [
+  [`openai ${V6}`, () => new OpenAI({ apiKey: API_KEY, baseURL: g.baseURL, maxRetries: 0 }), zodResponseFormat],
+  [`openai ${V7}`, () => new OpenAIv7({ apiKey: API_KEY, baseURL: g.baseURL, maxRetries: 0 }) as unknown as OpenAI, zodResponseFormatV7 as unknown as typeof zodResponseFormat],
 ];
 
 it('drives the two major versions', () => {
@@ -39,7 +43,7 @@ const messages = [
   { role: 'user' as const, content: USER },
 ];
 
-describe.each(SDKS)('%s', (_label, make) => {
+describe.each(SDKS)('%s', (_label, make, responseFormat) => {
   let client: OpenAI;
   beforeAll(() => {
     client = make();
@@ -110,7 +114,7 @@ describe.each(SDKS)('%s', (_label, make) => {
     const ask = [{ role: 'user' as const, content: 'What is the weather in Paris?' }];
 
     it('a tool call, then the tool result sent back, then the answer', async () => {
-      willCallWeather(g, name);
+      const want = willCallWeather(g, name);
       const first = await client.chat.completions.create({ model, messages: ask, tools });
       const choice = first.choices[0];
       expect(choice.finish_reason).toBe('tool_calls');
@@ -122,16 +126,14 @@ describe.each(SDKS)('%s', (_label, make) => {
       expect(call.function.name).toBe(WEATHER_TOOL.name);
       expect(JSON.parse(call.function.arguments)).toEqual(WEATHER_ARGS);
       expect(call.id).toMatch(/\S/);
-      expectToolDeclared(name, g.fake(name).requests[0]);
 
       const second = await client.chat.completions.create({
         model,
         tools,
         messages: [...ask, choice.message, { role: 'tool', tool_call_id: call.id, content: WEATHER_RESULT }],
       });
-      expect(second.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: WEATHER_ANSWER } });
-      expect(g.fake(name).requests).toHaveLength(2);
-      expectToolResultSent(name, g.fake(name).requests[1]);
+      expect(second.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: want } });
+      expectToolRoundTrip(g, name);
     });
 
     it('a streamed tool call: the deltas assemble into the name and arguments', async () => {
@@ -152,7 +154,22 @@ describe.each(SDKS)('%s', (_label, make) => {
       }
       expect([fn, JSON.parse(args), finish]).toEqual([WEATHER_TOOL.name, WEATHER_ARGS, 'tool_calls']);
       expect(id).toMatch(/\S/);
-      expect(g.fake(name).requests[0].body.stream === true || g.fake(name).requests[0].path.includes('stream')).toBe(true);
+      if (name !== 'mock') expect(g.fake(name).requests[0].body.stream === true || g.fake(name).requests[0].path.includes('stream')).toBe(true);
+    });
+  });
+
+  describe.each(UPSTREAMS)('structured outputs via %s', (name) => {
+    it('chat.completions.parse with zodResponseFormat: response_format json_schema, the parsed object', async () => {
+      const want = willAnswerPerson(g, name);
+      const r = await client.chat.completions.parse({
+        model: CHAT_MODEL[name],
+        messages: [{ role: 'user', content: 'Who wrote the first program?' }],
+        response_format: responseFormat(Person, PERSON_SCHEMA_NAME),
+      });
+      expect(r.choices[0].message.parsed).toEqual(want);
+      expect(JSON.parse(r.choices[0].message.content!)).toEqual(want);
+      expect(r.choices[0].finish_reason).toBe('stop');
+      expectStructuredRequest(g, name);
     });
   });
 

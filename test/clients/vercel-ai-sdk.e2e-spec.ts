@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import {
-  API_KEY, CHAT_MODEL, ClientGateway, EMBED_MODEL, EMBED_UPSTREAMS, expectEmbedding, expectToolDeclared, expectToolResultSent, expectTranslatedChat,
-  expectTranslatedEmbeddings, startClientGateway, TOOL_UPSTREAMS, UPSTREAMS, WEATHER_ANSWER, WEATHER_ARGS, WEATHER_RESULT, WEATHER_TOOL, willAnswer, willCallWeather,
+  API_KEY, CHAT_MODEL, CITIES, ClientGateway, EMBED_MODEL, EMBED_UPSTREAMS, expectEmbedding, expectStructuredRequest, expectToolRoundTrip, expectTranslatedChat,
+  expectTranslatedEmbeddings, Person, PERSON_SCHEMA_NAME, startClientGateway, TOOL_UPSTREAMS, UPSTREAMS, WEATHER_ARGS, WEATHER_RESULT, WEATHER_TOOL, willAnswer,
+  willAnswerPerson, willCallWeather,
 } from './support/client-gateway';
 
 /**
@@ -68,7 +69,7 @@ describe.each(TOOL_UPSTREAMS)('tools via %s', (name) => {
   const prompt = 'What is the weather in Paris?';
 
   it('generateText with a zod tool and stopWhen: the call, its execution, the result sent back, the answer', async () => {
-    willCallWeather(g, name);
+    const want = willCallWeather(g, name);
     const calls: unknown[] = [];
     const r = await sdk.generateText({
       model: gateway.chat(model),
@@ -77,7 +78,7 @@ describe.each(TOOL_UPSTREAMS)('tools via %s', (name) => {
       tools: {
         [WEATHER_TOOL.name]: sdk.tool({
           description: WEATHER_TOOL.description,
-          inputSchema: z.object({ city: z.string() }),
+          inputSchema: z.object({ city: z.enum(CITIES) }),
           execute: async (input) => {
             calls.push(input);
             return WEATHER_RESULT;
@@ -91,15 +92,13 @@ describe.each(TOOL_UPSTREAMS)('tools via %s', (name) => {
     expect(r.steps[0].finishReason).toBe('tool-calls');
     expect(r.steps[0].toolCalls.map((c) => [c.toolName, c.input])).toEqual([[WEATHER_TOOL.name, WEATHER_ARGS]]);
     expect(r.steps[0].toolResults.map((t) => t.output)).toEqual([WEATHER_RESULT]);
-    expect(r.text).toBe(WEATHER_ANSWER);
+    expect(r.text).toBe(want);
     expect(r.finishReason).toBe('stop');
-    const [first, second] = g.fake(name).requests;
-    expectToolDeclared(name, first);
-    expectToolResultSent(name, second);
+    expectToolRoundTrip(g, name);
   });
 
   it('streamText with a jsonSchema tool: the same round trip over streams', async () => {
-    willCallWeather(g, name);
+    const want = willCallWeather(g, name);
     const result = sdk.streamText({
       model: gateway.chat(model),
       prompt,
@@ -107,7 +106,11 @@ describe.each(TOOL_UPSTREAMS)('tools via %s', (name) => {
       tools: {
         [WEATHER_TOOL.name]: sdk.tool({
           description: WEATHER_TOOL.description,
-          inputSchema: sdk.jsonSchema<{ city: string }>({ ...WEATHER_TOOL.parameters, properties: { ...WEATHER_TOOL.parameters.properties }, required: [...WEATHER_TOOL.parameters.required] }),
+          inputSchema: sdk.jsonSchema<{ city: string }>({
+            ...WEATHER_TOOL.parameters,
+            properties: { city: { type: 'string', enum: [...CITIES] } },
+            required: [...WEATHER_TOOL.parameters.required],
+          }),
           execute: async ({ city }) => (city === WEATHER_ARGS.city ? WEATHER_RESULT : 'unknown city'),
         }),
       },
@@ -120,11 +123,30 @@ describe.each(TOOL_UPSTREAMS)('tools via %s', (name) => {
       if (part.type === 'tool-call') toolCalls.push([part.toolName, part.input]);
     }
     expect(toolCalls).toEqual([[WEATHER_TOOL.name, WEATHER_ARGS]]);
-    expect(text).toBe(WEATHER_ANSWER);
+    expect(text).toBe(want);
     expect(await result.finishReason).toBe('stop');
-    const [first, second] = g.fake(name).requests;
-    expectToolDeclared(name, first);
-    expectToolResultSent(name, second);
+    expectToolRoundTrip(g, name);
+  });
+});
+
+describe.each(UPSTREAMS)('structured outputs via %s', (name) => {
+  const model = CHAT_MODEL[name];
+  const prompt = 'Who wrote the first program?';
+
+  it('generateObject with a zod schema: response_format json_schema, the validated object', async () => {
+    const want = willAnswerPerson(g, name);
+    const r = await sdk.generateObject({ model: gateway.chat(model), schema: Person, schemaName: PERSON_SCHEMA_NAME, prompt, maxRetries: 0 });
+    expect(r.object).toEqual(want);
+    expect(r.finishReason).toBe('stop');
+    expect(r.response.headers?.['gateway-provider']).toBe(name);
+    expectStructuredRequest(g, name);
+  });
+
+  it('generateText with Output.object: the same through the text call', async () => {
+    const want = willAnswerPerson(g, name);
+    const r = await sdk.generateText({ model: gateway.chat(model), output: sdk.Output.object({ schema: Person, name: PERSON_SCHEMA_NAME }), prompt, maxRetries: 0 });
+    expect(r.output).toEqual(want);
+    expectStructuredRequest(g, name);
   });
 });
 

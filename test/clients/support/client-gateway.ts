@@ -3,6 +3,7 @@ import { FakeUpstream, RecordedRequest } from '../../fakes/fake-upstream';
 import { fakeEmbedding as geminiVector, GeminiFake } from '../../fakes/gemini-fake';
 import { fakeEmbedding as openaiVector, OpenAiFake } from '../../fakes/openai-fake';
 import { PRO_KEY, startTestApp, TestApp } from '../../support/app';
+import { z } from 'zod';
 
 /**
  * One gateway for a client suite: the offline `mock` provider beside fake upstreams of the OpenAI,
@@ -25,8 +26,8 @@ export const EMBED_MODEL = {
 export type EmbedUpstreamName = keyof typeof EMBED_MODEL;
 
 export const UPSTREAMS: UpstreamName[] = ['mock', 'openai', 'anthropic', 'gemini'];
-/** Families whose upstream can call tools (the offline mock answers with text only). */
-export const TOOL_UPSTREAMS: Exclude<UpstreamName, 'mock'>[] = ['openai', 'anthropic', 'gemini'];
+/** Every upstream calls tools: the fakes as told, the mock by itself. */
+export const TOOL_UPSTREAMS = UPSTREAMS;
 export const EMBED_UPSTREAMS: EmbedUpstreamName[] = ['mock', 'openai', 'gemini'];
 
 export const API_KEY = PRO_KEY;
@@ -151,31 +152,53 @@ export function expectTranslatedChat(g: ClientGateway, name: UpstreamName, want:
   return r;
 }
 
-/** The tool the suites declare, as a JSON schema (each client wraps it in its own helper). */
+/**
+ * The tool the suites declare, as a JSON schema (each client wraps it in its own helper). The city is
+ * an enum so the offline mock, which calls a tool with the first value its schema allows, calls it
+ * with the same arguments as the fakes are told to.
+ */
+export const CITIES = ['Paris', 'London'] as const;
 export const WEATHER_TOOL = {
   name: 'get_weather',
   description: 'Current weather in a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+  parameters: { type: 'object', properties: { city: { type: 'string', enum: [...CITIES] } }, required: ['city'], additionalProperties: false },
 } as const;
 export const WEATHER_ARGS = { city: 'Paris' };
 export const WEATHER_RESULT = 'sunny, 21 C';
 export const WEATHER_ANSWER = 'It is sunny in Paris.';
 
-/** The fake behind `name` calls the weather tool, then answers the tool result with text. */
-export function willCallWeather(g: ClientGateway, name: Exclude<UpstreamName, 'mock'>): void {
+/**
+ * The upstream behind `name` calls the weather tool, then answers the tool result with text; returns
+ * that final answer. The mock does so by itself, quoting the tool result it was sent.
+ */
+export function willCallWeather(g: ClientGateway, name: UpstreamName, result = WEATHER_RESULT): string {
+  if (name === 'mock') return `Mock answer from the tool results: ${WEATHER_TOOL.name} returned ${result}.`;
   g.fake(name).next({ toolCall: { name: WEATHER_TOOL.name, arguments: JSON.stringify(WEATHER_ARGS) } }, { text: WEATHER_ANSWER });
+  return WEATHER_ANSWER;
+}
+
+/**
+ * A tool round trip as the upstream behind `name` saw it: the tool declared in the first request and
+ * the call and its result sent back in the second (nothing went out for the mock).
+ */
+export function expectToolRoundTrip(g: ClientGateway, name: UpstreamName): void {
+  if (name === 'mock') return void expect(g.upstreamRequests()).toHaveLength(0);
+  const requests = g.fake(name).requests;
+  expect(requests).toHaveLength(2);
+  expectToolDeclared(name, requests[0]);
+  expectToolResultSent(name, requests[1]);
 }
 
 /** The tool declared to the upstream in the family's own shape, in a request the fake received. */
 export function expectToolDeclared(name: Exclude<UpstreamName, 'mock'>, r: RecordedRequest): void {
-  const props = expect.objectContaining({ properties: { city: expect.objectContaining({ type: 'string' }) } });
+  const props = expect.objectContaining({ properties: { city: expect.objectContaining({ enum: [...CITIES] }) } });
   if (name === 'openai') {
     expect(r.body.tools).toEqual([{ type: 'function', function: expect.objectContaining({ name: WEATHER_TOOL.name, parameters: props }) }]);
   } else if (name === 'anthropic') {
     expect(r.body.tools).toEqual([expect.objectContaining({ name: WEATHER_TOOL.name, input_schema: props })]);
   } else {
     expect(r.body.tools).toEqual([{ functionDeclarations: [expect.objectContaining({ name: WEATHER_TOOL.name })] }]);
-    expect(JSON.stringify(r.body.tools[0].functionDeclarations[0])).toContain('"city"');
+    expect(JSON.stringify(r.body.tools[0].functionDeclarations[0])).toMatch(/"city".*"Paris","London"/);
   }
 }
 
@@ -241,5 +264,45 @@ export function expectTranslatedEmbeddings(g: ClientGateway, name: EmbedUpstream
     expect(r.body.requests).toEqual(
       input.map((text) => ({ model: 'models/gemini-embedding-001', content: { parts: [{ text }] }, outputDimensionality: EMBED_MODEL.gemini.dims })),
     );
+  }
+}
+
+/**
+ * The structured answer the suites ask for (`response_format: json_schema`, or a client's forced
+ * tool). Its schema allows PERSON as the first value of each field (the first enum value, the
+ * minimum), which is what the offline mock fills a schema with, so every upstream answers the same.
+ */
+export const PERSON = { name: 'Ada', born: 1815 };
+export const PERSON_SCHEMA_NAME = 'person';
+export const Person = z.object({ name: z.enum(['Ada', 'Grace']), born: z.number().int().min(1815) });
+
+/**
+ * The upstream behind `name` answers the next structured request with PERSON: OpenAI and Gemini as
+ * JSON text, Anthropic through the tool the gateway forces (named after the schema).
+ */
+export function willAnswerPerson(g: ClientGateway, name: UpstreamName, schemaName = PERSON_SCHEMA_NAME): typeof PERSON {
+  if (name === 'anthropic') g.anthropic.next({ toolCall: { id: 'toolu_01Person', name: schemaName, arguments: JSON.stringify(PERSON) } });
+  else if (name !== 'mock') g.fake(name).next({ text: JSON.stringify(PERSON) });
+  return PERSON;
+}
+
+/**
+ * The one structured request the upstream behind `name` received, in the family's terms: OpenAI's
+ * `response_format` as sent; Anthropic a tool named after the schema, forced by `tool_choice`;
+ * Gemini JSON output with the schema converted to its `responseSchema`.
+ */
+export function expectStructuredRequest(g: ClientGateway, name: UpstreamName, schemaName = PERSON_SCHEMA_NAME): void {
+  if (name === 'mock') return void expect(g.upstreamRequests()).toHaveLength(0);
+  const requests = g.fake(name).requests;
+  expect(requests).toHaveLength(1);
+  const body = requests[0].body;
+  const fields = expect.objectContaining({ properties: expect.objectContaining({ name: expect.anything(), born: expect.anything() }) });
+  if (name === 'openai') {
+    expect(body.response_format).toEqual({ type: 'json_schema', json_schema: expect.objectContaining({ name: schemaName, schema: fields }) });
+  } else if (name === 'anthropic') {
+    expect(body.tools).toEqual(expect.arrayContaining([expect.objectContaining({ name: schemaName, input_schema: fields })]));
+    expect(body.tool_choice).toMatchObject({ type: 'tool', name: schemaName });
+  } else {
+    expect(body.generationConfig).toMatchObject({ responseMimeType: 'application/json', responseSchema: fields });
   }
 }
