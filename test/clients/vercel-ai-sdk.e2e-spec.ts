@@ -142,6 +142,19 @@ describe.each(UPSTREAMS)('structured outputs via %s', (name) => {
     expectStructuredRequest(g, name);
   });
 
+  it('streamObject: partial objects while the stream lasts, the validated object at its end', async () => {
+    const want = willAnswerPerson(g, name);
+    const result = sdk.streamObject({ model: gateway.chat(model), schema: Person, schemaName: PERSON_SCHEMA_NAME, prompt, maxRetries: 0 });
+    const partials: unknown[] = [];
+    for await (const p of result.partialObjectStream) partials.push(p);
+    expect(partials.length).toBeGreaterThan(0);
+    expect(partials[partials.length - 1]).toEqual(want);
+    expect(await result.object).toEqual(want);
+    expectStructuredRequest(g, name);
+    if (name === 'gemini') expect(g.gemini.requests[0].path).toContain(':streamGenerateContent');
+    else if (name !== 'mock') expect(g.fake(name).requests[0].body.stream).toBe(true);
+  });
+
   it('generateText with Output.object: the same through the text call', async () => {
     const want = willAnswerPerson(g, name);
     const r = await sdk.generateText({ model: gateway.chat(model), output: sdk.Output.object({ schema: Person, name: PERSON_SCHEMA_NAME }), prompt, maxRetries: 0 });
