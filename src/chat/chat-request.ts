@@ -1,7 +1,7 @@
 import { absent, bool, fail, int, isObject, num, str } from '../common/http/body-checks';
 import { refsOf, resolveRef } from '../providers/json-schema/json-schema';
 import type {
-  ChatMessage, ChatRequest, ContentPart, ReasoningEffort, ResponseFormat, Role, ToolCall, ToolChoice, ToolDefinition,
+  ChatMessage, ChatRequest, ContentPart, JsonSchemaFormat, ReasoningEffort, ResponseFormat, Role, ToolCall, ToolChoice, ToolDefinition,
 } from '../providers/provider-adapter';
 
 /** A validated chat body: the normalised request plus what the gateway itself consumes. */
@@ -140,7 +140,16 @@ function responseFormat(rf: unknown): ResponseFormat | undefined {
   const js = rf.json_schema;
   const at = 'response_format.json_schema';
   if (!isObject(js)) return fail(at, `${at} must be an object with name and schema.`);
-  for (const k of Object.keys(js)) if (!JSON_SCHEMA_FIELDS.has(k)) return fail(`${at}.${k}`, `${at}.${k} is not supported.`);
+  return { type: 'json_schema', json_schema: jsonSchemaFormat(js, at, JSON_SCHEMA_FIELDS) };
+}
+
+/**
+ * `{name, description?, schema, strict?}` of a json_schema format, at `at` (chat nests it under
+ * `response_format.json_schema`, the Responses API flattens it into `text.format`); `fields` are the
+ * keys the object may have.
+ */
+export function jsonSchemaFormat(js: Record<string, unknown>, at: string, fields: ReadonlySet<string>): JsonSchemaFormat {
+  for (const k of Object.keys(js)) if (!fields.has(k)) return fail(`${at}.${k}`, `${at}.${k} is not supported.`);
   const name = str(js.name, `${at}.name`);
   if (!SCHEMA_NAME.test(name)) return fail(`${at}.name`, `${at}.name must be 1 to 64 characters of letters, digits, _ and -.`);
   if (!isObject(js.schema)) return fail(`${at}.schema`, `${at}.schema must be a JSON Schema object.`);
@@ -150,13 +159,10 @@ function responseFormat(rf: unknown): ResponseFormat | undefined {
   }
   if (js.strict !== undefined && typeof js.strict !== 'boolean') return fail(`${at}.strict`, `${at}.strict must be a boolean.`);
   return {
-    type: 'json_schema',
-    json_schema: {
-      name,
-      ...(js.description !== undefined ? { description: str(js.description, `${at}.description`) } : {}),
-      schema,
-      ...(js.strict !== undefined ? { strict: js.strict } : {}),
-    },
+    name,
+    ...(js.description !== undefined ? { description: str(js.description, `${at}.description`) } : {}),
+    schema,
+    ...(js.strict !== undefined ? { strict: js.strict } : {}),
   };
 }
 

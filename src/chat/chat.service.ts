@@ -1,15 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { once } from 'node:events';
-import { randomUUID } from 'node:crypto';
-import type { Response } from 'express';
 import { GatewayError } from '../common/errors/gateway-error';
-import type { GatewayRequest } from '../common/http/request-context';
-import { clientGoneSignal, sendJson, setServedHeaders } from '../common/http/served-headers';
+import { RequestScope, Served, StreamBrokenError } from '../common/http/responder';
 import { parseSessionId } from '../common/http/session-id';
-import { usageCost } from '../routing/strategies/cost';
 import type { TargetRef } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
-import type { ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget, Usage } from '../providers/provider-adapter';
+import type { ChatRequest, ChatResult, ProviderAdapter, StreamEvent, UpstreamTarget } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
 import {
   CapabilityCheck,
@@ -17,17 +12,16 @@ import {
   settleFailure,
   Dispatched,
   DispatcherService,
-  DispatchOutcome,
   providersUnavailable,
-  tracedAttempts,
 } from '../routing/dispatcher.service';
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
+import { buildDecisionTrace, TracedOutcome } from '../traces/decision-trace.builder';
+import type { DecisionTrace } from '../traces/decision-trace';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { ExperimentRouter, ExperimentSplit } from '../experiments/experiment.router';
 import { inlineProblem, SchemaInlineError } from '../providers/json-schema/json-schema';
-import { ChatCall, parseChatBody } from './chat-request';
-import { ChatIdentity, chunkBody, completionBody, TRAILER_NAMES, usageChunkBody, usageHeaders } from './chat.mapper';
+import type { ChatCall } from './chat-request';
 
 /** Refuses a target whose family cannot take a field the request uses (issue 4 "Request handling"). */
 export function capabilityCheck(req: ChatRequest): CapabilityCheck {
@@ -72,15 +66,39 @@ interface DispatchPlan {
   primarySkipped: boolean;
 }
 
-interface Outcome extends DispatchOutcome {
-  usage?: Usage;
-  finishReason?: string;
-  ttftMs?: number;
+/** What the chat pipeline answers with; the endpoint's encoder turns it into its wire format. */
+export type ChatAnswer =
+  | { stream: false; served: Served; result: ChatResult }
+  /**
+   * Held until the first output (so fallback stayed invisible); iterating it yields that output and
+   * the rest as they arrive, and records the decision trace when it ends. A failure after the first
+   * output is thrown as StreamBrokenError.
+   */
+  | { stream: true; served: Served; events: AsyncIterable<StreamEvent> };
+
+/** The chat endpoints' own view of one request: which wire format asked, and how it names the fields a target can refuse. */
+export interface ChatEndpoint {
+  endpoint: Extract<DecisionTrace['endpoint'], 'chat' | 'responses'>;
+  /** The endpoint's name for a chat request field (`messages` is `input` in the Responses API); absent = the chat name. */
+  param?: (chatParam: string) => string;
+}
+
+const CHAT: ChatEndpoint = { endpoint: 'chat' };
+
+interface Pending {
+  scope: RequestScope;
+  decision: RoutingDecision;
+  split: ExperimentSplit;
+  sessionId: string | null;
+  started: bigint;
+  outcome: TracedOutcome;
 }
 
 /**
- * `POST /v1/chat/completions` as a straight line (STYLE "What one feature looks like"): validate →
- * route → limits → dispatch with fallback → map → respond, then one decision trace.
+ * The chat pipeline, one straight line for every chat wire format (chat completions, Responses):
+ * validate → route → experiment split → limits → dispatch with fallback → a typed answer, and one
+ * decision trace when the answer (or its stream) ends. It never writes to the client: the endpoint's
+ * encoder does.
  */
 @Injectable()
 export class ChatService {
@@ -92,24 +110,25 @@ export class ChatService {
     private readonly experiments: ExperimentRouter,
   ) {}
 
-  async complete(req: GatewayRequest, body: unknown, res: Response): Promise<void> {
+  async complete(scope: RequestScope, call: ChatCall, ep: ChatEndpoint = CHAT): Promise<ChatAnswer | null> {
     const started = process.hrtime.bigint();
-    const call = parseChatBody(body);
-    const sessionId = parseSessionId(req.headers['gateway-session-id']);
-    const caller = req.caller!;
+    const sessionId = parseSessionId(scope.sessionHeader);
+    const { caller, facts } = scope;
     const decision = this.routing.route({
       caller,
       model: call.model,
       messages: call.request.messages,
       inputs: call.inputs,
       sessionId,
-      requestId: req.facts.requestId,
+      requestId: facts.requestId,
       mode: 'live',
       maxCompletionTokens: call.request.max_completion_tokens,
     });
-    const outcome: Outcome = { status: 200 };
+    const outcome: TracedOutcome = { status: 200 };
     // DESIGN §6 step 6: an active experiment whose baseline is the selected pair may divert or mirror it.
-    const split = await this.experiments.apply(caller, decision, sessionId, req.facts.requestId);
+    const split = await this.experiments.apply(caller, decision, sessionId, facts.requestId);
+    const p: Pending = { scope, decision, split, sessionId, started, outcome };
+    let streaming = false;
     try {
       // DESIGN §5: a firewall block is 400, no provider called, no prompt text in the error.
       if (decision.insight.firewallBlocked) throw new GatewayError('firewall_blocked');
@@ -117,29 +136,31 @@ export class ChatService {
       await this.limits.checkMonthly(caller);
       if (decision.plan.length === 0) throw providersUnavailable(decision.breakerOpen?.retryAfterMs);
       const request: ChatRequest = { ...call.request, messages: decision.messages };
+      const supports = capabilityCheck(request);
       const plan: DispatchPlan = {
         targets: split.plan,
-        supports: capabilityCheck(request),
-        signal: clientGoneSignal(res),
+        supports: ep.param ? renamed(supports, ep.param) : supports,
+        signal: scope.signal,
         primarySkipped: decision.breakerOpen?.primary ?? false,
       };
-      if (call.stream) await this.stream(req, res, call, request, plan, outcome, started);
-      else await this.json(req, res, request, plan, outcome);
-      if (outcome.status === 200) {
-        this.experiments.shadow(split, outcome.dispatched?.target, {
-          caller,
-          requestId: req.facts.requestId,
-          requestedModel: decision.requestedModel,
-          route: decision.rule.name,
-          strategy: decision.strategyId,
-          request,
-          supports: plan.supports,
-        });
+      if (call.stream) {
+        const answer = await this.stream(p, request, plan, supports, ep);
+        streaming = true;
+        return answer;
       }
+      const d = await this.dispatch(plan, (adapter, target) => adapter.chat(request, { target, signal: plan.signal, requestId: facts.requestId }));
+      outcome.dispatched = d;
+      outcome.usage = d.value.usage;
+      outcome.finishReason = d.value.choices[0]?.finish_reason;
+      this.shadow(p, request, supports);
+      return { stream: false, served: d, result: d.value };
     } catch (err) {
       settleFailure(outcome, err);
+      // Only a client that went away gets here (anything else was rethrown): there is no one to answer.
+      return null;
     } finally {
-      this.trace(req, decision, split, sessionId, outcome, started);
+      // A stream's trace is recorded when its events end (see events()).
+      if (!streaming) this.trace(p, ep);
     }
   }
 
@@ -150,30 +171,12 @@ export class ChatService {
     return d;
   }
 
-  private async json(req: GatewayRequest, res: Response, request: ChatRequest, plan: DispatchPlan, outcome: Outcome): Promise<void> {
-    const d = await this.dispatch(plan, (adapter, target) => adapter.chat(request, { target, signal: plan.signal, requestId: req.facts.requestId }));
-    outcome.dispatched = d;
-    outcome.usage = d.value.usage;
-    outcome.finishReason = d.value.choices[0]?.finish_reason;
-    setServedHeaders(req, res, d.target, d.fallbackUsed);
-    const h = usageHeaders(d.value.usage, d.value.timing);
-    for (const [k, v] of Object.entries(h)) res.setHeader(k, v);
-    sendJson(res, 200, completionBody(this.identity(d.target), d.value));
-  }
-
-  private async stream(
-    req: GatewayRequest,
-    res: Response,
-    call: ChatCall,
-    request: ChatRequest,
-    plan: DispatchPlan,
-    outcome: Outcome,
-    started: bigint,
-  ): Promise<void> {
+  private async stream(p: Pending, request: ChatRequest, plan: DispatchPlan, supports: CapabilityCheck, ep: ChatEndpoint): Promise<ChatAnswer> {
     const { signal } = plan;
+    const requestId = p.scope.facts.requestId;
     // Fallback stays transparent until the first output: the stream is held until then (DESIGN §5).
     const d = await this.dispatch<Opened>(plan, async (adapter, target) => {
-      const iterator = (await adapter.chatStream(request, { target, signal, requestId: req.facts.requestId }))[Symbol.asyncIterator]();
+      const iterator = (await adapter.chatStream(request, { target, signal, requestId }))[Symbol.asyncIterator]();
       const held: StreamEvent[] = [];
       for (;;) {
         const r = await iterator.next();
@@ -182,91 +185,98 @@ export class ChatService {
         if (isOutput(r.value)) return { iterator, held };
       }
     });
-    outcome.dispatched = d;
-    outcome.ttftMs = Number(process.hrtime.bigint() - started) / 1e6;
-    setServedHeaders(req, res, d.target, d.fallbackUsed);
-    res.status(200);
-    res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
-    res.setHeader('Cache-Control', 'no-cache');
-    res.setHeader('X-Accel-Buffering', 'no');
-    res.setHeader('Trailer', TRAILER_NAMES.join(', '));
-    req.socket.setNoDelay(true);
-    res.flushHeaders();
+    p.outcome.dispatched = d;
+    p.outcome.ttftMs = Number(process.hrtime.bigint() - p.started) / 1e6;
+    return { stream: true, served: d, events: this.events(p, d.value, request, supports, ep) };
+  }
 
-    const idn = this.identity(d.target);
-    let first = true;
-    let timing;
-    const write = async (payload: string) => {
-      if (!res.write(payload)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
-      if (signal.aborted) throw new ClientGoneError();
-    };
-    const emit = async (e: StreamEvent) => {
-      if (e.type === 'usage') {
-        outcome.usage = e.usage;
-        timing = e.timing;
-        return;
-      }
-      if (e.type === 'finish') outcome.finishReason = e.finish_reason;
-      const chunk = chunkBody(idn, e, first);
-      first = false;
-      if (chunk) await write(`data: ${JSON.stringify(chunk)}\n\n`);
-    };
+  /**
+   * The held events, then the rest as they arrive; usage and the finish reason are kept for the
+   * trace on the way through, and the trace is recorded when the stream ends, however it ends.
+   */
+  private async *events(p: Pending, opened: Opened, request: ChatRequest, supports: CapabilityCheck, ep: ChatEndpoint): AsyncGenerator<StreamEvent> {
+    const o = p.outcome;
+    let whole = false;
     try {
-      for (const e of d.value.held) await emit(e);
-      for (;;) {
-        const r = await d.value.iterator.next();
-        if (r.done) break;
-        await emit(r.value);
+      for (const e of opened.held) {
+        observe(o, e);
+        yield e;
       }
+      for (;;) {
+        const r = await opened.iterator.next();
+        if (r.done) break;
+        observe(o, r.value);
+        yield r.value;
+      }
+      whole = true;
     } catch (err) {
-      if (err instanceof ClientGoneError || signal.aborted) throw new ClientGoneError();
-      if (!(err instanceof UpstreamError)) throw err;
-      // After the first byte there is no fallback: one error event, then close without [DONE].
-      outcome.status = 502;
-      outcome.errorCode = err.kind === 'timeout' ? 'upstream_timeout' : 'upstream_error';
-      const code = outcome.errorCode as 'upstream_timeout' | 'upstream_error';
-      res.write(`data: ${JSON.stringify(new GatewayError(code, 'The upstream provider failed mid-stream.').toBody())}\n\n`);
-      res.end();
-      return;
+      if (err instanceof ClientGoneError || p.scope.signal.aborted) {
+        settleFailure(o, new ClientGoneError());
+        throw new ClientGoneError();
+      }
+      if (!(err instanceof UpstreamError)) settleFailure(o, err);
+      // After the first byte there is no fallback: the encoder writes one error event and closes.
+      o.status = 502;
+      o.errorCode = (err as UpstreamError).kind === 'timeout' ? 'upstream_timeout' : 'upstream_error';
+      throw new StreamBrokenError(o.errorCode as 'upstream_timeout' | 'upstream_error');
+    } finally {
+      // The encoder stopped pulling before the end without an error of the stream's own: the client left.
+      if (!whole && o.status === 200) settleFailure(o, new ClientGoneError());
+      if (o.status === 200) this.shadow(p, request, supports);
+      this.trace(p, ep);
     }
-    if (call.includeUsage && outcome.usage) await write(`data: ${JSON.stringify(usageChunkBody(idn, outcome.usage, timing))}\n\n`);
-    res.write('data: [DONE]\n\n');
-    res.addTrailers(usageHeaders(outcome.usage, timing));
-    res.end();
   }
 
-  private identity(target: TargetRef): ChatIdentity {
-    return { id: `chatcmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: target.model };
-  }
-
-  private trace(req: GatewayRequest, decision: RoutingDecision, split: ExperimentSplit, sessionId: string | null, o: Outcome, started: bigint): void {
-    const d = o.dispatched;
-    this.traces.record({
-      requestId: req.facts.requestId,
-      orgId: req.caller!.orgId,
-      apiKeyId: req.caller!.keyId,
-      sessionId,
-      endpoint: 'chat',
+  private shadow(p: Pending, request: ChatRequest, supports: CapabilityCheck): void {
+    const { decision, split } = p;
+    this.experiments.shadow(split, p.outcome.dispatched?.target, {
+      caller: p.scope.caller,
+      requestId: p.scope.facts.requestId,
       requestedModel: decision.requestedModel,
       route: decision.rule.name,
       strategy: decision.strategyId,
-      candidates: decision.candidates.map((c) => ({ provider: c.provider, model: c.model, score: c.score })),
-      selectedProvider: d?.target.provider ?? null,
-      selectedModel: d?.target.model ?? null,
-      fallbackUsed: d?.fallbackUsed ?? false,
-      ...tracedAttempts(o),
-      experimentId: split.experimentId,
-      experimentArm: this.experiments.traceArm(split, d?.target),
-      status: o.status,
-      errorCode: o.errorCode ?? null,
-      latencyMs: Number(process.hrtime.bigint() - started) / 1e6,
-      ttftMs: o.ttftMs ?? null,
-      promptTokens: o.usage?.prompt_tokens ?? null,
-      completionTokens: o.usage?.completion_tokens ?? null,
-      reasoningTokens: o.usage?.reasoning_tokens ?? null,
-      costUsd: d ? usageCost(d.upstream.model, o.usage) : null,
-      finishReason: o.finishReason ?? null,
-      createdAt: new Date(),
+      request,
+      supports,
     });
   }
+
+  private trace(p: Pending, ep: ChatEndpoint): void {
+    const { decision, split, scope } = p;
+    const trace = buildDecisionTrace(
+      {
+        requestId: scope.facts.requestId,
+        orgId: scope.caller.orgId,
+        apiKeyId: scope.caller.keyId,
+        sessionId: p.sessionId,
+        endpoint: ep.endpoint,
+        requestedModel: decision.requestedModel,
+        route: decision.rule.name,
+        strategy: decision.strategyId,
+        candidates: decision.candidates.map((c) => ({ provider: c.provider, model: c.model, score: c.score })),
+        experimentId: split.experimentId,
+      },
+      p.outcome,
+      this.experiments.traceArm(split, p.outcome.dispatched?.target),
+      p.started,
+    );
+    this.traces.record(trace);
+  }
+}
+
+function observe(o: TracedOutcome, e: StreamEvent): void {
+  if (e.type === 'usage') o.usage = e.usage;
+  else if (e.type === 'finish') o.finishReason = e.finish_reason;
+}
+
+/** A capability check that names the refused field as the endpoint's wire format does. */
+function renamed(check: CapabilityCheck, param: (chatParam: string) => string): CapabilityCheck {
+  return (caps) => {
+    const lacking = check(caps);
+    if (lacking === undefined) return undefined;
+    if (typeof lacking === 'string') {
+      const name = param(lacking);
+      return { param: name, message: `No provider for this model supports ${name}.` };
+    }
+    return { param: param(lacking.param), message: lacking.message };
+  };
 }

@@ -1,21 +1,19 @@
 import { ownValue } from '../common/own-key';
-import { clientGoneSignal, sendJson, setServedHeaders } from '../common/http/served-headers';
 import { Injectable } from '@nestjs/common';
-import type { Response } from 'express';
 import { ContractBodyError } from '../common/errors/gateway-error';
-import type { GatewayRequest } from '../common/http/request-context';
+import type { RequestScope, Served } from '../common/http/responder';
 import { AppConfig } from '../config/app-config';
 import { GatewayConfig, ModelSpec, resolveTarget, TargetRef } from '../config/gateway-config';
 import { ConfigError } from '../config/schema';
 import { parseSessionId } from '../common/http/session-id';
-import { usageCost } from '../routing/strategies/cost';
 import { LimitsService } from '../limits/limits.service';
 import type { EmbeddingResult } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
-import { CapabilityCheck, settleFailure, Dispatched, DispatcherService, DispatchOutcome, tracedAttempts } from '../routing/dispatcher.service';
+import { CapabilityCheck, settleFailure, DispatcherService } from '../routing/dispatcher.service';
+import { buildDecisionTrace, TracedOutcome } from '../traces/decision-trace.builder';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
-import { parseEmbeddingsBody } from './embeddings-request';
-import { embeddingsBody, modelNotSupportedBody } from './embeddings.mapper';
+import { EmbeddingsCall, parseEmbeddingsBody } from './embeddings-request';
+import { modelNotSupportedBody } from './embeddings.mapper';
 
 /**
  * Issue 6: a model of `type: embedding` served by a family without an embeddings API (Anthropic,
@@ -53,14 +51,17 @@ export function resolveEmbeddingModel(name: string, models: Readonly<Record<stri
 /** Every target of an embedding model passed the start-up check; this guards the dispatcher's contract. */
 const supportsEmbeddings: CapabilityCheck = (caps) => (caps.embeddings ? undefined : 'model');
 
-interface Outcome extends DispatchOutcome {
-  dispatched?: Dispatched<EmbeddingResult>;
+/** What the embeddings endpoint answers with; its controller writes it. */
+export interface EmbeddingsAnswer {
+  served: Served;
+  call: EmbeddingsCall;
+  result: EmbeddingResult;
 }
 
 /**
  * `POST /v1/embeddings` as a straight line: validate → resolve the model → rate limit → dispatch
- * with the chat path's fallback, breakers and timeouts → map → respond, then one decision trace
- * (no input text: the trace type has no field for it).
+ * with the chat path's fallback, breakers and timeouts → a typed answer, and one decision trace (no
+ * input text: the trace type has no field for it). The controller writes the answer.
  */
 @Injectable()
 export class EmbeddingsService {
@@ -74,64 +75,50 @@ export class EmbeddingsService {
     checkEmbeddingModels(config.gateway, registry);
   }
 
-  async embed(req: GatewayRequest, body: unknown, res: Response): Promise<void> {
+  async embed(scope: RequestScope, body: unknown): Promise<EmbeddingsAnswer | null> {
     const started = process.hrtime.bigint();
     const call = parseEmbeddingsBody(body);
-    const sessionId = parseSessionId(req.headers['gateway-session-id']);
-    const caller = req.caller!;
+    const sessionId = parseSessionId(scope.sessionHeader);
+    const { caller, facts, signal } = scope;
     const plan = resolveEmbeddingModel(call.model, this.config.gateway.models);
     if (typeof plan === 'string') {
-      req.facts.errorCode = 'model_not_found';
+      facts.errorCode = 'model_not_found';
       throw new ContractBodyError(400, modelNotSupportedBody(plan));
     }
-    const outcome: Outcome = { status: 200 };
+    const outcome: TracedOutcome = { status: 200 };
     try {
       await this.limits.checkKeyRate(caller, 'embeddings');
-      const signal = clientGoneSignal(res);
       const d = await this.dispatcher.run(plan, signal, supportsEmbeddings, (adapter, target) => {
         if (!adapter.embed) throw new Error(`family ${target.provider.family} has no embed()`);
-        return adapter.embed(call.request, { target, signal, requestId: req.facts.requestId });
+        return adapter.embed(call.request, { target, signal, requestId: facts.requestId });
       });
       outcome.dispatched = d;
-      setServedHeaders(req, res, d.target, d.fallbackUsed);
-      sendJson(res, 200, embeddingsBody(d.target.model, d.value, call.encodingFormat));
+      outcome.usage = d.value.usage;
+      return { served: d, call, result: d.value };
     } catch (err) {
       settleFailure(outcome, err);
+      // Only a client that went away gets here (anything else was rethrown): there is no one to answer.
+      return null;
     } finally {
-      this.trace(req, call.model, plan, sessionId, outcome, started);
+      const trace = buildDecisionTrace(
+        {
+          requestId: facts.requestId,
+          orgId: caller.orgId,
+          apiKeyId: caller.keyId,
+          sessionId,
+          endpoint: 'embeddings',
+          requestedModel: call.model,
+          // The implicit single-target rule of a catalogue id, named as chat names it.
+          route: `implicit:${call.model}`,
+          strategy: 'direct',
+          candidates: plan.map((t) => ({ provider: t.provider, model: t.model, score: null })),
+          experimentId: null,
+        },
+        outcome,
+        null,
+        started,
+      );
+      this.traces.record(trace);
     }
-  }
-
-  private trace(req: GatewayRequest, requestedModel: string, plan: TargetRef[], sessionId: string | null, o: Outcome, started: bigint): void {
-    const d = o.dispatched;
-    const usage = d?.value.usage;
-    this.traces.record({
-      requestId: req.facts.requestId,
-      orgId: req.caller!.orgId,
-      apiKeyId: req.caller!.keyId,
-      sessionId,
-      endpoint: 'embeddings',
-      requestedModel,
-      // The implicit single-target rule of a catalogue id, named as chat names it.
-      route: `implicit:${requestedModel}`,
-      strategy: 'direct',
-      candidates: plan.map((t) => ({ provider: t.provider, model: t.model, score: null })),
-      selectedProvider: d?.target.provider ?? null,
-      selectedModel: d?.target.model ?? null,
-      fallbackUsed: d?.fallbackUsed ?? false,
-      ...tracedAttempts(o),
-      experimentId: null,
-      experimentArm: null,
-      status: o.status,
-      errorCode: o.errorCode ?? null,
-      latencyMs: Number(process.hrtime.bigint() - started) / 1e6,
-      ttftMs: null,
-      promptTokens: usage?.prompt_tokens ?? null,
-      completionTokens: null,
-      reasoningTokens: null,
-      costUsd: usageCost(d?.upstream.model, usage),
-      finishReason: null,
-      createdAt: new Date(),
-    });
   }
 }

@@ -9,7 +9,8 @@ export interface DecisionTrace {
   orgId: string;
   apiKeyId: string;
   sessionId: string | null;
-  endpoint: 'chat' | 'embeddings';
+  /** `responses` is a chat request in the Responses API's wire format: the learning loop counts it as chat. */
+  endpoint: 'chat' | 'responses' | 'embeddings';
   requestedModel: string;
   route: string | null;
   strategy: string | null;

@@ -1,0 +1,60 @@
+import { DispatchOutcome, tracedAttempts } from '../routing/dispatcher.service';
+import { usageCost } from '../routing/strategies/cost';
+import type { DecisionTrace } from './decision-trace';
+
+/** What a request was before dispatch: who asked, on which endpoint, and what routing decided. */
+export interface TraceRequest {
+  requestId: string;
+  orgId: string;
+  apiKeyId: string;
+  sessionId: string | null;
+  endpoint: DecisionTrace['endpoint'];
+  requestedModel: string;
+  route: string;
+  strategy: string;
+  candidates: DecisionTrace['candidates'];
+  experimentId: string | null;
+}
+
+/** What dispatch and the answer made of it; tokens as far as the upstream reported them. */
+export interface TracedOutcome extends DispatchOutcome {
+  usage?: { prompt_tokens: number; completion_tokens?: number; reasoning_tokens?: number };
+  finishReason?: string;
+  ttftMs?: number;
+}
+
+/**
+ * The one place a decision trace is assembled, for every endpoint (chat, Responses, embeddings), so
+ * the learning loop and the stop rules read the same fields whichever wire format the client spoke.
+ * `experimentArm` is the caller's (it depends on which target served, which only routing knows).
+ */
+export function buildDecisionTrace(r: TraceRequest, o: TracedOutcome, experimentArm: string | null, started: bigint): DecisionTrace {
+  const d = o.dispatched;
+  return {
+    requestId: r.requestId,
+    orgId: r.orgId,
+    apiKeyId: r.apiKeyId,
+    sessionId: r.sessionId,
+    endpoint: r.endpoint,
+    requestedModel: r.requestedModel,
+    route: r.route,
+    strategy: r.strategy,
+    candidates: r.candidates,
+    selectedProvider: d?.target.provider ?? null,
+    selectedModel: d?.target.model ?? null,
+    fallbackUsed: d?.fallbackUsed ?? false,
+    ...tracedAttempts(o),
+    experimentId: r.experimentId,
+    experimentArm,
+    status: o.status,
+    errorCode: o.errorCode ?? null,
+    latencyMs: Number(process.hrtime.bigint() - started) / 1e6,
+    ttftMs: o.ttftMs ?? null,
+    promptTokens: o.usage?.prompt_tokens ?? null,
+    completionTokens: o.usage?.completion_tokens ?? null,
+    reasoningTokens: o.usage?.reasoning_tokens ?? null,
+    costUsd: d ? usageCost(d.upstream.model, o.usage) : null,
+    finishReason: o.finishReason ?? null,
+    createdAt: new Date(),
+  };
+}
