@@ -183,11 +183,40 @@ describe('gemini request mapping', () => {
         parameters: {
           type: 'object',
           properties: { city: { type: 'string', description: 'City' }, days: { type: 'integer', nullable: true, minimum: 1 }, tags: { type: 'array', items: { type: 'string' } } },
+          propertyOrdering: ['city', 'days', 'tags'],
           required: ['city'],
         },
       },
       { name: 'now' },
     ]);
+  });
+
+  it('inlines $defs references of tool parameters (Gemini has no $ref), and keeps a recursive schema to its plain keywords', () => {
+    const [d] = toFunctionDeclarations([
+      {
+        type: 'function',
+        function: {
+          name: 'book',
+          parameters: {
+            type: 'object',
+            $defs: { place: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+            properties: { from: { $ref: '#/$defs/place' }, to: { $ref: '#/$defs/place' } },
+            required: ['from', 'to'],
+          },
+        },
+      },
+    ]);
+    const place = { type: 'object', properties: { city: { type: 'string' } }, propertyOrdering: ['city'], required: ['city'] };
+    expect(d.parameters).toEqual({ type: 'object', properties: { from: place, to: place }, propertyOrdering: ['from', 'to'], required: ['from', 'to'] });
+    expect(JSON.stringify(d.parameters)).not.toMatch(/\$ref|\$defs/);
+
+    const [r] = toFunctionDeclarations([
+      {
+        type: 'function',
+        function: { name: 'tree', parameters: { type: 'object', $defs: { node: { type: 'object', properties: { kids: { type: 'array', items: { $ref: '#/$defs/node' } } } } }, properties: { root: { $ref: '#/$defs/node' } } } },
+      },
+    ]);
+    expect(JSON.stringify(r.parameters)).not.toMatch(/\$ref|\$defs/);
   });
 
   it.each([

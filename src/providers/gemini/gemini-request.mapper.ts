@@ -3,6 +3,7 @@ import type { ReasoningSpec } from '../../config/gateway-config';
 import type {
   ChatMessage, ChatRequest, ContentPart, EmbeddingRequest, ReasoningEffort, StructuredOutputMode, ToolChoice, ToolDefinition,
 } from '../provider-adapter';
+import { SchemaInlineError } from '../json-schema/json-schema';
 import { toResponseSchema } from './gemini-schema';
 import { thoughtSignatureOf } from './gemini-tool-call-id';
 import type {
@@ -177,11 +178,25 @@ export function toGeminiSchema(schema: unknown): unknown {
   return out;
 }
 
+/**
+ * A tool's parameters as a Gemini `Schema`: the same conversion as a structured-output schema, so
+ * `$defs`/`$ref` are inlined rather than dropped. A schema that cannot be inlined (a recursive one)
+ * keeps the plain keyword filter: its references are dropped, as Gemini has no way to express them.
+ */
+function geminiParameters(schema: Record<string, unknown>): Record<string, unknown> {
+  try {
+    return toResponseSchema(schema) as Record<string, unknown>;
+  } catch (err) {
+    if (err instanceof SchemaInlineError) return toGeminiSchema(schema) as Record<string, unknown>;
+    throw err;
+  }
+}
+
 export function toFunctionDeclarations(tools: ToolDefinition[]): GeminiFunctionDeclaration[] {
   return tools.map((t) => {
     const d: GeminiFunctionDeclaration = { name: t.function.name };
     if (t.function.description) d.description = t.function.description;
-    const params = t.function.parameters ? (toGeminiSchema(t.function.parameters) as Record<string, unknown>) : undefined;
+    const params = t.function.parameters ? geminiParameters(t.function.parameters) : undefined;
     // An object schema without properties is refused ("properties: should be non-empty for OBJECT type"): a no-argument function sends none.
     const props = params?.properties as Record<string, unknown> | undefined;
     if (params && !(params.type === 'object' && (!props || Object.keys(props).length === 0))) d.parameters = params;
