@@ -10,6 +10,7 @@ import { ExperimentsModule } from './experiments/experiments.module';
 import { FeedbackModule } from './feedback/feedback.module';
 import { LearningModule } from './learning/learning.module';
 import { RoutingExplainModule } from './routing-explain/routing-explain.module';
+import { ResponsesModule } from './responses/responses.module';
 import { AppLogger } from './common/logging/logger';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -34,6 +35,7 @@ export class AppModule implements NestModule {
         TenancyModule,
         HealthModule,
         ChatModule,
+        ResponsesModule,
         EmbeddingsModule,
         ModelsModule,
         ExperimentsModule,

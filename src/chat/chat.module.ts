@@ -6,5 +6,5 @@ import { TracesModule } from '../traces/traces.module';
 import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
 
-@Module({ imports: [RoutingModule, LimitsModule, TracesModule, ExperimentsModule], controllers: [ChatController], providers: [ChatService] })
+@Module({ imports: [RoutingModule, LimitsModule, TracesModule, ExperimentsModule], controllers: [ChatController], providers: [ChatService], exports: [ChatService] })
 export class ChatModule {}

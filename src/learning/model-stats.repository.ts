@@ -32,8 +32,8 @@ const CLEAR = 'DELETE FROM model_stats';
  *   tried      served, plus one row per failed attempt of a trace of the window (its `failed_attempts`:
  *              a target that failed before another served, or every target of a request none
  *              served), each a request of its pair with ok = false and no latency or cost.
- *   attributed one row per (org, session, provider, model) that answered at least one chat request
- *              of the session successfully. A session served by several pairs gives each of them the
+ *   attributed one row per (org, session, provider, model) that answered at least one chat request (chat
+ *              completions or Responses) of the session successfully. A session served by several pairs gives each of them the
  *              whole sample (weight 1, counted once per pair however many requests it served):
  *              feedback rates the conversation, and there is no telling which answer earned it.
  *   samples    attributed pairs joined to their session's feedback, when that feedback was last given
@@ -71,7 +71,7 @@ const RECOMPUTE = `
   attributed AS (
     SELECT DISTINCT org_id, session_id, provider, model
     FROM served
-    WHERE ok AND endpoint = 'chat' AND session_id IS NOT NULL
+    WHERE ok AND endpoint IN ('chat', 'responses') AND session_id IS NOT NULL
   ),
   samples AS (
     SELECT a.org_id, a.provider, a.model, f.score,

@@ -34,7 +34,7 @@ const TRY_LOCK = `SELECT pg_try_advisory_xact_lock(hashtext('routing-gateway:reg
  * The quality-drop detector (issue 7 "Regressions"), in one statement. Samples are attributed to the
  * models that served a session exactly as the learning job does (README "Learning loop": a session
  * whose feedback was last given in the window, for each (provider, model) that answered one of its
- * chat requests successfully), with y = w_s·(score/10) + w_u·useful. Per (org, provider, model):
+ * chat requests (chat completions or Responses) successfully), with y = w_s·(score/10) + w_u·useful. Per (org, provider, model):
  *   long-run = every sample of the learning window ($1 seconds), rolling = those of the last $2 seconds.
  * A regression is recorded when rolling_mean < long_run_mean − margin ($6), the rolling window has at
  * least $5 samples and so does the part of the long run before it; and not again while a
@@ -49,7 +49,7 @@ const DETECT_QUALITY_DROPS = `
   attributed AS (
     SELECT DISTINCT t.org_id, t.session_id, t.selected_provider AS provider, t.selected_model AS model
     FROM decision_traces t CROSS JOIN win
-    WHERE t.created_at >= win.long_start AND t.endpoint = 'chat' AND t.status BETWEEN 200 AND 299
+    WHERE t.created_at >= win.long_start AND t.endpoint IN ('chat', 'responses') AND t.status BETWEEN 200 AND 299
       AND t.session_id IS NOT NULL AND t.selected_provider IS NOT NULL AND t.selected_model IS NOT NULL
   ),
   samples AS (

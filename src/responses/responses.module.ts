@@ -1,0 +1,7 @@
+import { Module } from '@nestjs/common';
+import { ChatModule } from '../chat/chat.module';
+import { ResponsesController } from './responses.controller';
+
+/** `POST /v1/responses`: a wire format of the chat pipeline, so it owns only its mapping and its encoder. */
+@Module({ imports: [ChatModule], controllers: [ResponsesController] })
+export class ResponsesModule {}
