@@ -2,6 +2,8 @@ import OpenAI from 'openai';
 import { zodTextFormat } from 'openai/helpers/zod';
 import http from 'node:http';
 import { z } from 'zod';
+import { AggregationJob } from '../src/learning/aggregation.job';
+import { StatsSnapshot } from '../src/learning/model-stats';
 import { SqlStore } from '../src/stores/sql/sql-store';
 import { DecisionTraceWriter } from '../src/traces/decision-trace.writer';
 import { AnthropicFake } from './fakes/anthropic-fake';
@@ -39,6 +41,7 @@ models:
   broken: { provider: mock, upstream: "mock-broken+error-503" }
   cut: { provider: mock, upstream: "mock-cut+fail-after-2" }
   short: { provider: mock, upstream: "mock-short+length" }
+  learner: { provider: mock, upstream: mock-learner }
 organizations:
   acme:
     plan: pro
@@ -268,6 +271,21 @@ describe('against the mock', () => {
     const { data, response } = await client.responses.create({ model: 'thinker', input: 'think' }).withResponse();
     expect(response.headers.get('gateway-reasoning-tokens')).toBe('16');
     expect(data.usage!.output_tokens_details.reasoning_tokens).toBe(16);
+  });
+});
+
+describe('the learning loop', () => {
+  it('counts a Responses session like a chat one: its feedback is a sample of the pair that served it', async () => {
+    await client.responses.create({ model: 'learner', input: 'learn from me' }, { headers: { 'gateway-session-id': 'resp-learn-1' } });
+    const feedback = await fetch(`${t.url}/v1/feedback`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${PRO_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ session_id: 'resp-learn-1', score: 9, useful: true }),
+    });
+    expect(feedback.status).toBe(200);
+    await t.app.get(DecisionTraceWriter).flush();
+    expect(await t.app.get(AggregationJob).run()).toEqual({ aggregation: 'done', snapshot: 'refreshed' });
+    expect(t.app.get(StatsSnapshot).get('acme', 'mock', 'learner')).toMatchObject({ requests: 1, successRate: 1, n: 1, npsPromoters: 1 });
   });
 });
 
