@@ -7,6 +7,7 @@
  */
 import { ConfigError } from '../src/config/schema';
 import { loadGatewayConfig } from '../src/config/gateway-config';
+import { GeminiFake } from './fakes/gemini-fake';
 import { OpenAiFake } from './fakes/openai-fake';
 import { PRO_KEY, startTestApp, TestApp } from './support/app';
 import { Endpoint, replyProblems, RequestSpec, send } from './support/http-check';
@@ -20,12 +21,15 @@ const FEATURES = '[has_test_ab, feedback_routing, explain]';
 const UNLIMITED = 'limits: { requests_per_minute_per_key: 1000000, experiment_creates_per_hour: 1000000, explain_per_minute_per_org: 1000000, explain_per_minute_per_key: 1000000 }';
 
 const upstream = new OpenAiFake({ variant: 'openai' });
+const gemini = new GeminiFake();
 
-const yaml = (fakeUrl: string) => `
+const yaml = (fakeUrl: string, geminiUrl: string) => `
 providers:
   fake: { family: openai, base_url: "${fakeUrl}", api_key: "sk-fake" }
+  gem: { family: gemini, base_url: "${geminiUrl}", api_key: "gm-fake" }
   mock: { family: mock }
 models:
+  flash: { provider: gem, upstream: gemini-2.0-flash, type: chat }
   f-chat: { provider: fake, upstream: f-upstream, type: chat }
   f-embed: { provider: fake, upstream: f-embed-upstream, type: embedding }
   mock-fast: { provider: mock, type: chat }
@@ -102,6 +106,14 @@ function casesFor(n: string): Case[] {
   chat('inputs.<key> on a template route', chatBody({ model: 'support', inputs: { customer: 'c', [n]: n } }));
   chat('template placeholder naming it', chatBody({ model: 'support', inputs: { customer: n }, messages: msgs(`{{${n}}}`) }));
   chat('body is the name', n);
+  // JSON Schemas are the client's too: the name as a type, a format, a property and a required entry,
+  // on each schema path (passed through to OpenAI, converted for Gemini, instantiated by the mock).
+  const schema = { type: 'object', properties: { a: { type: 'string', format: n }, [n]: { type: n, format: n } }, required: ['a', n], allOf: [{ [n]: 1, properties: { b: { type: n } } }] };
+  for (const model of ['auto', 'flash', 'mock-fast']) {
+    chat(`${model} response_format json_schema`, chatBody({ model, response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }));
+    chat(`${model} response_format json_schema type`, chatBody({ model, response_format: { type: 'json_schema', json_schema: { name: n, schema: { type: n, format: n } } } }));
+    chat(`${model} tool parameters`, chatBody({ model, tools: [{ type: 'function', function: { name: 'f', parameters: schema } }] }));
+  }
 
   // Headers the gateway reads, on chat (and explain's own `headers` map).
   chat('gateway-session-id header', chatBody(), json({ 'gateway-session-id': n }));
@@ -184,11 +196,13 @@ describe('prototype names in requests', () => {
   let t: TestApp;
   beforeAll(async () => {
     await upstream.start();
-    t = await startTestApp({ yaml: yaml(upstream.url) });
+    await gemini.start();
+    t = await startTestApp({ yaml: yaml(upstream.url, gemini.url) });
   });
   afterAll(async () => {
     await t?.close();
     await upstream.stop();
+    await gemini.stop();
   });
 
   it.each(NAMES)('%s in every field, header and query string: a 4xx with the envelope or a 2xx, never a 5xx', async (n) => {

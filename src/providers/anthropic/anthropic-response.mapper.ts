@@ -1,3 +1,4 @@
+import { ownValue } from '../../common/own-key';
 import type { ChatResult, FinishReason, ToolCall, Usage } from '../provider-adapter';
 import { UpstreamError } from '../upstream-error';
 import type { WireErrorBody, WireResponse, WireUsage } from './anthropic.wire';
@@ -102,5 +103,5 @@ export function errorTypeOf(text: string): { type?: string; message?: string } {
 /** An in-band `event: error` (after the 200) as the normalised error; the provider message stays in `detail`. */
 export function streamError(error: { type?: string; message?: string } | undefined): UpstreamError {
   const type = error?.type ?? 'unknown_error';
-  return new UpstreamError('status', `anthropic stream error ${type}: ${error?.message ?? ''}`, { status: STATUS_OF_ERROR_TYPE[type] ?? 500, code: type });
+  return new UpstreamError('status', `anthropic stream error ${type}: ${error?.message ?? ''}`, { status: ownValue(STATUS_OF_ERROR_TYPE, type) ?? 500, code: type });
 }

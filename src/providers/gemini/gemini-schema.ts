@@ -1,3 +1,4 @@
+import { ownValue } from '../../common/own-key';
 import { inlineRefs, Schema } from '../json-schema/json-schema';
 
 /**
@@ -40,7 +41,7 @@ function mergeAllOf(s: Schema): Schema {
     for (const [k, v] of Object.entries(part)) {
       if (k === 'properties' && isSchema(v)) merged.properties = { ...(isSchema(merged.properties) ? merged.properties : {}), ...v };
       else if (k === 'required' && Array.isArray(v)) merged.required = [...new Set([...(Array.isArray(merged.required) ? merged.required : []), ...v])];
-      else if (!(k in merged)) merged[k] = v;
+      else if (!Object.hasOwn(merged, k)) merged[k] = v;
     }
   }
   return merged;
@@ -95,7 +96,7 @@ function convert(input: Schema): Schema {
   }
 
   for (const [k, v] of Object.entries(s)) {
-    if (!GEMINI_SCHEMA_KEYS.has(k) || k in out || k === 'enum' || k === 'type' || k === 'anyOf') continue;
+    if (!GEMINI_SCHEMA_KEYS.has(k) || Object.hasOwn(out, k) || k === 'enum' || k === 'type' || k === 'anyOf') continue;
     if (k === 'properties' && isSchema(v)) {
       out.properties = Object.fromEntries(Object.entries(v).filter(([, p]) => isSchema(p)).map(([name, p]) => [name, convert(p as Schema)]));
       if (!Array.isArray(s.propertyOrdering)) out.propertyOrdering = Object.keys(out.properties as Schema);
@@ -103,7 +104,7 @@ function convert(input: Schema): Schema {
       if (isSchema(v)) out.items = convert(v);
       else if (Array.isArray(v) && isSchema(v[0])) out.items = convert(v[0]);
     } else if (k === 'format') {
-      if (typeof v === 'string' && typeof out.type === 'string' && FORMATS[out.type]?.includes(v)) out.format = v;
+      if (typeof v === 'string' && typeof out.type === 'string' && ownValue(FORMATS, out.type)?.includes(v)) out.format = v;
     } else if (k === 'required') {
       const props = isSchema(s.properties) ? s.properties : {};
       const names = Array.isArray(v) ? v.filter((n): n is string => typeof n === 'string' && Object.prototype.hasOwnProperty.call(props, n)) : [];

@@ -3,6 +3,7 @@
  * offline mock: local `$ref` resolution, inlining (for upstreams whose schema dialect has no `$ref`),
  * and a minimal valid instance (the mock's deterministic answers and tool arguments).
  */
+import { ownValue } from '../../common/own-key';
 
 export type Schema = Record<string, unknown>;
 
@@ -123,14 +124,14 @@ function mergeAllOf(schema: Schema): Schema {
     for (const [k, v] of Object.entries(p)) {
       if (k === 'properties' && isSchema(v)) merged.properties = { ...(isSchema(merged.properties) ? merged.properties : {}), ...v };
       else if (k === 'required' && Array.isArray(v)) merged.required = [...new Set([...(Array.isArray(merged.required) ? merged.required : []), ...v])];
-      else if (!(k in merged)) merged[k] = v;
+      else if (!Object.hasOwn(merged, k)) merged[k] = v;
     }
   }
   return merged;
 }
 
 function stringOf(s: Schema): string {
-  const fmt = typeof s.format === 'string' ? FORMAT_EXAMPLES[s.format] : undefined;
+  const fmt = typeof s.format === 'string' ? ownValue(FORMAT_EXAMPLES, s.format) : undefined;
   let v = fmt ?? 'mock';
   const min = typeof s.minLength === 'number' ? s.minLength : 0;
   const max = typeof s.maxLength === 'number' ? s.maxLength : Infinity;
@@ -179,13 +180,14 @@ export function minimalInstance(schema: unknown, root: Schema = isSchema(schema)
   switch (type) {
     case 'object': {
       const props = isSchema(s.properties) ? s.properties : {};
-      const out: Record<string, unknown> = {};
+      // Property names are the client's: built from entries, so even `__proto__` is a plain key of the instance.
+      const entries: Array<[string, unknown]> = [];
       for (const name of Array.isArray(s.required) ? s.required : []) {
         if (typeof name !== 'string') continue;
         const p = Object.prototype.hasOwnProperty.call(props, name) ? props[name] : isSchema(s.additionalProperties) ? s.additionalProperties : {};
-        out[name] = minimalInstance(p, root, depth + 1);
+        entries.push([name, minimalInstance(p, root, depth + 1)]);
       }
-      return out;
+      return Object.fromEntries(entries);
     }
     case 'array': {
       const n = typeof s.minItems === 'number' ? s.minItems : 0;

@@ -16,6 +16,7 @@
  * A model that cannot take the field gets no field rather than an upstream 400; omitting it keeps
  * the model's default (contract "reasoning_effort").
  */
+import { ownValue } from '../../common/own-key';
 import { createHash } from 'node:crypto';
 import type {
   ChatChoice, ChatMessage, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ReasoningEffort, StreamEvent, ToolCall,
@@ -180,7 +181,8 @@ export function inBandError(error: WireErrorObject | string): UpstreamError {
 
 export function mapFinishReason(raw: string | null | undefined, variant: OpenAiVariant): FinishMapping {
   if (!raw) return 'stop';
-  return variant.finishReasons[raw] ?? COMMON_FINISH_REASONS[raw] ?? 'stop';
+  // The upstream chose the string: only the tables' own entries count.
+  return ownValue(variant.finishReasons, raw) ?? ownValue(COMMON_FINISH_REASONS, raw) ?? 'stop';
 }
 
 function finishOrThrow(raw: string | null | undefined, variant: OpenAiVariant): ChatChoice['finish_reason'] {
