@@ -11,7 +11,7 @@
  *                      instead of the embedded default (PGlite + in-process cache)
  *   --soak             add the 5-minute mixed soak (RSS before/after); --soak-seconds=N to change
  *   --settle-seconds=N memory: how long the streams of one level may take to open (default 60)
- *   --only=a,b         sections: chat, stream, memory, soak (soak needs --soak or --only=soak)
+ *   --only=a,b         sections: chat, responses, stream, memory, soak (soak needs --soak or --only=soak)
  *   --runs=N           runs per figure (default 3; each figure is the median, with min and max)
  *   --seconds=N        seconds per non-streaming run (default 8; quick 0.25)
  *   --connections=1,32 non-streaming concurrency levels (default 1,32,128)
@@ -33,7 +33,7 @@ const { runStreams, chunkTimings, openSlowStreams } = require('./lib/streams');
 const { percentiles, summary, summarise, round } = require('./lib/stats');
 const { renderMarkdown, evaluateBudget } = require('./lib/report');
 
-const SECTIONS = ['chat', 'stream', 'memory', 'soak'];
+const SECTIONS = ['chat', 'responses', 'stream', 'memory', 'soak'];
 const KEY = 'gw-bench-key';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -80,6 +80,16 @@ function plan(a) {
     fake: { chunks: 20, delayMs: 10, slowMs: 1000, slowChunks: 900 },
   };
 }
+
+/** The chat body's question as a Responses API request (instructions + input), for the responses section. */
+const responsesBody = (model) =>
+  JSON.stringify({
+    model,
+    instructions: 'You are a helpful assistant. Answer briefly and precisely.',
+    input: 'Write two sentences about the sea, one about its colour and one about its sound.',
+    max_output_tokens: 200,
+    temperature: 0.7,
+  });
 
 const chatBody = (model, extra = {}) =>
   JSON.stringify({
@@ -257,6 +267,7 @@ async function main() {
     }
 
     if (want('chat')) report.sections.chat = await chatSection(p, targets, order, gw, fake);
+    if (want('responses')) report.sections.responses = await responsesSection(p, targets, gw);
     if (want('stream')) report.sections.stream = await streamSection(p, targets, order);
     if (want('soak')) {
       const fresh = await freshGw();
@@ -343,6 +354,52 @@ async function chatSection(p, targets, order, gw, fake) {
     log(
       `chat c=${connections}: direct ${level.direct.rps.median} req/s p50 ${level.direct.p50.median} ms; gateway ${level.gateway.rps.median} req/s ` +
         `p50 ${level.gateway.p50.median} p99 ${level.gateway.p99.median} ms, ${level.gateway.cpu_us_per_req.median} µs CPU/req`,
+    );
+    levels.push(level);
+  }
+  return { seconds_per_run: p.chat.seconds, runs: p.runs, levels };
+}
+
+/**
+ * Non-streaming Responses API calls through the gateway at the chat section's connection levels,
+ * alternated with chat calls of the same question on the same gateway: CPU per request of each and
+ * the ratio, i.e. what the second wire format costs over the one chat pipeline. There is no direct
+ * side: the fake speaks chat completions, which is what the gateway sends upstream either way.
+ */
+async function responsesSection(p, targets, gw) {
+  const t = targets.gateway;
+  const paths = { chat: '/v1/chat/completions', responses: '/v1/responses' };
+  const bodies = { chat: chatBody(t.model.json), responses: responsesBody(t.model.json) };
+  const first = await fetch(gw.url + paths.responses, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: bodies.responses });
+  const text = await first.text();
+  if (first.status !== 200) throw new Error(`responses: first request answered ${first.status}: ${text.slice(0, 500)}`);
+  await runLoad({ url: gw.url + paths.responses, connections: 32, seconds: p.warmupSeconds, body: bodies.responses, headers: t.headers });
+  const levels = [];
+  for (const connections of p.chat.connections) {
+    const runs = { chat: [], responses: [] };
+    for (let run = 0; run < p.runs; run++) {
+      for (const side of run % 2 === 0 ? ['chat', 'responses'] : ['responses', 'chat']) {
+        const cpu0 = procs.cpuTimes(gw.pid);
+        const r = await runLoad({ url: gw.url + paths[side], connections, seconds: p.chat.seconds, body: bodies[side], headers: t.headers });
+        const cpu1 = procs.cpuTimes(gw.pid);
+        r.cpu_us_per_req = r.requests > 0 ? round(((cpu1.user + cpu1.sys - cpu0.user - cpu0.sys) / r.requests) * 1e6, 1) : null;
+        runs[side].push(r);
+        await sleep(100);
+      }
+    }
+    const keys = ['rps', 'p50', 'p90', 'p99', 'cpu_us_per_req'];
+    const level = {
+      connections,
+      chat: summarise(runs.chat, keys),
+      responses: summarise(runs.responses, keys),
+      // Paired by run: responses CPU per request over the chat run next to it.
+      cpu_ratio: summary(runs.chat.map((c, i) => runs.responses[i].cpu_us_per_req / c.cpu_us_per_req)),
+      totals: totals(runs),
+      runs,
+    };
+    log(
+      `responses c=${connections}: ${level.responses.rps.median} req/s p50 ${level.responses.p50.median} ms, ${level.responses.cpu_us_per_req.median} µs CPU/req; ` +
+        `chat ${level.chat.cpu_us_per_req.median} µs CPU/req; responses/chat ${round(level.cpu_ratio.median, 3)}`,
     );
     levels.push(level);
   }

@@ -61,7 +61,7 @@ describe('npm run bench -- --quick --soak', () => {
       autocannon: expect.any(String),
       mode: 'quick',
     });
-    expect(Object.keys(report.sections).sort()).toEqual(['chat', 'memory', 'soak', 'stream']);
+    expect(Object.keys(report.sections).sort()).toEqual(['chat', 'memory', 'responses', 'soak', 'stream']);
     expect(report.budget.length).toBeGreaterThanOrEqual(6);
   });
 
@@ -76,6 +76,20 @@ describe('npm run bench -- --quick --soak', () => {
       for (const k of ['p50', 'p90', 'p99']) expectSummary(l.added_ms[k], `chat ${l.connections} added.${k}`);
       expectSummary(l.rps_ratio, 'rps_ratio');
     }
+  });
+
+  it('responses: Responses API and chat CPU per request at each concurrency, the ratio, no failed request', () => {
+    const levels = report.sections.responses.levels;
+    expect(levels.map((l: any) => l.connections)).toEqual([1, 32, 128]);
+    for (const l of levels) {
+      for (const side of ['chat', 'responses']) {
+        for (const k of ['rps', 'p50', 'p99', 'cpu_us_per_req']) expectSummary(l[side][k], `responses ${l.connections} ${side}.${k}`);
+        expect(l.totals[side]).toMatchObject({ non2xx: 0, errors: 0 });
+        expect(l.totals[side].ok).toBeGreaterThan(0);
+      }
+      expectSummary(l.cpu_ratio, `responses ${l.connections} cpu_ratio`);
+    }
+    expect(stdout).toContain('**Responses API**');
   });
 
   it('streaming: added TTFB and added time between chunks as numbers, every chunk delivered in order', () => {

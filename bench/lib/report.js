@@ -58,6 +58,18 @@ function renderMarkdown(r) {
       out.push(`| ${l.connections} | **added** | ${fmt(l.rps_ratio.median * 100, 1)} % of direct | ${mm(l.added_ms.p50, 3)} | ${mm(l.added_ms.p90, 3)} | ${mm(l.added_ms.p99, 3)} | | |`);
     }
   }
+  const rs = r.sections.responses;
+  if (rs) {
+    out.push('');
+    out.push(`**Responses API** (non-streaming \`POST /v1/responses\` beside chat on the same gateway, ${rs.seconds_per_run} s per run; latency in ms)`);
+    out.push('');
+    out.push('| conns | endpoint | req/s | p50 | p99 | CPU µs/req | responses/chat CPU |');
+    out.push('|---:|---|---:|---:|---:|---:|---:|');
+    for (const l of rs.levels) {
+      out.push(`| ${l.connections} | chat | ${mm(l.chat.rps, 0)} | ${mm(l.chat.p50, 3)} | ${mm(l.chat.p99, 3)} | ${mm(l.chat.cpu_us_per_req, 0)} | |`);
+      out.push(`| ${l.connections} | responses | ${mm(l.responses.rps, 0)} | ${mm(l.responses.p50, 3)} | ${mm(l.responses.p99, 3)} | ${mm(l.responses.cpu_us_per_req, 0)} | ${mm(l.cpu_ratio, 3)} |`);
+    }
+  }
   const st = r.sections.stream;
   if (st) {
     out.push('');
