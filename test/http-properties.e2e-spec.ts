@@ -158,6 +158,43 @@ function post(path: string, json: fc.Arbitrary<unknown>): fc.Arbitrary<RequestSp
   return fc.tuple(bodyOf(json), headers(), query).map(([b, h, q]) => ({ method: 'POST' as const, path: path + q, headers: h, ...b }));
 }
 
+const inputPart = fc.oneof(
+  fc.record({ type: fc.constantFrom('input_text', 'output_text'), text: mostly(text) }),
+  fc.record({ type: fc.constant('input_image'), image_url: mostly(fc.webUrl()), detail: mostly(fc.constantFrom('auto', 'low', 'high', 'x')) }, { requiredKeys: ['type'] }),
+  junk,
+);
+const inputItem = withExtra(
+  fc.oneof(
+    fc.record({ type: mostly(fc.constant('message')), role: mostly(fc.constantFrom('system', 'developer', 'user', 'assistant', 'tool')), content: fc.oneof(mostly(text), fc.array(inputPart, { maxLength: 3 })) }, { requiredKeys: ['role', 'content'] }),
+    fc.record({ type: fc.constant('function_call'), call_id: mostly(fc.string({ maxLength: 10 })), name: mostly(fc.string({ maxLength: 10 })), arguments: mostly(fc.string()) }, { requiredKeys: ['type'] }),
+    fc.record({ type: fc.constant('function_call_output'), call_id: mostly(fc.string({ maxLength: 10 })), output: mostly(fc.oneof(fc.string(), fc.array(inputPart, { maxLength: 2 }))) }, { requiredKeys: ['type'] }),
+    fc.record({ type: fc.constantFrom('reasoning', 'item_reference', 'web_search_call', ...PROTO), id: mostly(fc.string({ maxLength: 10 })) }, { requiredKeys: ['type'] }),
+  ),
+);
+const responsesBody = withExtra(
+  fc.record(
+    {
+      model: mostly(chatModel),
+      input: mostly(fc.oneof(text, fc.array(inputItem, { maxLength: 4 }))),
+      instructions: mostly(text),
+      temperature: mostly(fc.double({ min: -1, max: 3, noNaN: true })),
+      top_p: mostly(fc.double({ min: -0.5, max: 1.5, noNaN: true })),
+      max_output_tokens: mostly(fc.integer({ min: -5, max: 100_000 })),
+      reasoning: mostly(fc.record({ effort: mostly(fc.constantFrom('none', 'minimal', 'low', 'high', 'xhigh', 'max')), summary: mostly(fc.constantFrom('auto', 'x')) }, { requiredKeys: [] })),
+      text: mostly(fc.record({ format: mostly(fc.oneof(fc.record({ type: fc.constantFrom('text', 'json_object', 'json_schema', 'grammar') }), fc.record({ type: fc.constant('json_schema'), name: mostly(fc.string({ maxLength: 10 })), schema: mostly(fc.jsonValue({ maxDepth: 3 })) }))) }, { requiredKeys: [] })),
+      tools: mostly(fc.array(fc.record({ type: mostly(fc.constantFrom('function', 'web_search', 'mcp')), name: mostly(fc.string({ maxLength: 70 })), parameters: mostly(fc.jsonValue({ maxDepth: 3 })), strict: mostly(fc.boolean()) }, { requiredKeys: ['type'] }), { maxLength: 2 })),
+      tool_choice: mostly(fc.oneof(fc.constantFrom('none', 'auto', 'required'), fc.record({ type: fc.constantFrom('function', 'web_search'), name: fc.string() }))),
+      previous_response_id: mostly(fc.string({ maxLength: 10 })),
+      background: mostly(fc.boolean()),
+      include: mostly(fc.array(fc.constantFrom('reasoning.encrypted_content', 'message.output_text.logprobs', 'x', ...PROTO), { maxLength: 2 })),
+      truncation: mostly(fc.constantFrom('auto', 'disabled')),
+      metadata: mostly(fc.dictionary(fc.oneof(fc.string({ maxLength: 5 }), fc.constantFrom(...PROTO)), fc.string({ maxLength: 5 }))),
+      store: mostly(fc.boolean()),
+      stream: mostly(fc.boolean()),
+    },
+    { requiredKeys: [] },
+  ),
+);
 const embeddingsBody = withExtra(
   fc.record(
     {
@@ -212,6 +249,7 @@ jest.setTimeout(120_000);
 
 describe('generated requests: status < 500, every 4xx with the envelope, every 2xx with the shape', () => {
   it('POST /v1/chat/completions (JSON and stream)', () => property('chat', post('/v1/chat/completions', chatBody)));
+  it('POST /v1/responses (JSON and stream)', () => property('responses', post('/v1/responses', responsesBody)));
   it('POST /v1/embeddings', () => property('embeddings', post('/v1/embeddings', embeddingsBody)));
   it('POST /v1/routing/explain', () => property('explain', post('/v1/routing/explain', explainBody)));
   it('POST /v1/feedback', () => property('feedback', post('/v1/feedback', feedbackBody)));

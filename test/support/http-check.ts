@@ -19,7 +19,7 @@ export interface RequestSpec {
   raw?: string;
 }
 
-export type Endpoint = 'chat' | 'embeddings' | 'explain' | 'feedback' | 'experiments-list' | 'experiments-create' | 'experiments-rollback' | 'health' | 'metrics';
+export type Endpoint = 'chat' | 'responses' | 'embeddings' | 'explain' | 'feedback' | 'experiments-list' | 'experiments-create' | 'experiments-rollback' | 'health' | 'metrics';
 
 export async function send(base: string, r: RequestSpec): Promise<Reply> {
   const res = await fetch(base + r.path, {
@@ -65,6 +65,21 @@ function successProblem(endpoint: Endpoint, r: Reply, stream: boolean): string |
         return null;
       }
       return j?.object === 'chat.completion' && Array.isArray(j.choices) && j.choices.length > 0 && typeof j.model === 'string' ? null : 'not a chat.completion';
+    case 'responses':
+      if (stream) {
+        // Ends in response.completed or response.incomplete; never response.failed without a cause (the mock does not fail here).
+        const frames = r.text.split('\n\n').filter(Boolean);
+        const last = frames[frames.length - 1] ?? '';
+        if (!/^event: response\.(completed|incomplete)\n/.test(last)) return `stream does not end with response.completed: …${r.text.slice(-200)}`;
+        let seq = 0;
+        for (const frame of frames) {
+          const [ev, data] = frame.split('\n');
+          const e = JSON.parse(data.slice(6));
+          if (ev !== `event: ${e.type}` || e.sequence_number !== seq++) return `bad event frame: ${frame.slice(0, 200)}`;
+        }
+        return null;
+      }
+      return j?.object === 'response' && Array.isArray(j.output) && typeof j.id === 'string' && typeof j.model === 'string' ? null : 'not a response';
     case 'embeddings':
       return j?.object === 'list' && Array.isArray(j.data) && j.data.length > 0 && typeof j.model === 'string' ? null : 'not an embeddings list';
     case 'explain':
