@@ -9,7 +9,9 @@
  *
  * Pass: no 5xx; every 4xx the app answers carries the error envelope
  * {"error":{"type":"error","code":"…","message":"…"}} (embeddings' model_not_found keeps OpenAI's
- * own body, as the contract says); every 2xx has the endpoint's shape; no request without an answer;
+ * own body, as the contract says); every 2xx has the endpoint's shape (a Responses stream: numbered
+ * `event:`/`data:` frames from response.created to response.completed or response.incomplete);
+ * no request without an answer;
  * the slow-loris socket is closed by the server; the gateway answers GET /health with 200 afterwards.
  * Node's own 4xx for a request it cannot parse (empty body, `Connection: close`) is a pass: it never
  * reaches the app. Exit code 1 on any failure.
@@ -21,7 +23,8 @@
  *   --concurrency=N    requests in flight (default 8)
  *   --seed=N           fast-check seed (default: random, printed and written to the report)
  *   --only=a,b         endpoints (chat, chat_stream, embeddings, explain, feedback, experiments_create,
- *                      experiments_list, experiments_rollback, health, metrics, raw)
+ *                      experiments_list, experiments_rollback, health, metrics, responses,
+ *                      responses_stream, models, models_retrieve, raw)
  *   --out=FILE         where to write the JSON (default bench/results/fuzz-latest.json)
  */
 const fs = require('node:fs');
@@ -34,7 +37,12 @@ const procs = require('./lib/procs');
 const { arbitraries, rawCases } = require('./lib/fuzz-cases');
 
 const KEY = 'gw-fuzz-key';
-const ENDPOINTS = ['chat', 'chat_stream', 'embeddings', 'explain', 'feedback', 'experiments_create', 'experiments_list', 'experiments_rollback', 'health', 'metrics'];
+// New endpoints go at the end: an endpoint's index is part of its batches' seeds, so appending keeps
+// the others' replays.
+const ENDPOINTS = [
+  'chat', 'chat_stream', 'embeddings', 'explain', 'feedback', 'experiments_create', 'experiments_list', 'experiments_rollback', 'health', 'metrics',
+  'responses', 'responses_stream', 'models', 'models_retrieve',
+];
 const BATCH = 500;
 const log = (msg) => process.stderr.write(`[fuzz ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
@@ -99,10 +107,36 @@ function envelopeOk(json) {
   return e.type === 'error';
 }
 
+const isModel = (m) => isObj(m) && m.object === 'model' && typeof m.id === 'string' && m.id !== '' && typeof m.owned_by === 'string' && typeof m.created === 'number';
+const isResponse = (r) => isObj(r) && r.object === 'response' && /^resp_/.test(r.id) && Array.isArray(r.output) && typeof r.status === 'string' && typeof r.model === 'string';
+
+/**
+ * A Responses event stream: `event: <type>` + `data: {…}` frames whose data repeats the type and
+ * numbers them from 0, opened by response.created and closed by response.completed or
+ * response.incomplete carrying the whole Response. response.failed (an upstream failing after the
+ * first output) is not a pass here: the fuzz gateway's upstreams do not fail mid-stream.
+ */
+function responsesStreamOk(text) {
+  if (!text.endsWith('\n\n')) return false;
+  const frames = text.slice(0, -2).split('\n\n');
+  const types = [];
+  for (const [i, frame] of frames.entries()) {
+    const lines = frame.split('\n');
+    if (lines.length !== 2 || !lines[0].startsWith('event: ') || !lines[1].startsWith('data: ')) return false;
+    const type = lines[0].slice(7);
+    const d = JSON.parse(lines[1].slice(6));
+    if (d.type !== type || d.sequence_number !== i) return false;
+    types.push(type);
+    if (i === frames.length - 1 && !isResponse(d.response)) return false;
+  }
+  return types[0] === 'response.created' && ['response.completed', 'response.incomplete'].includes(types[types.length - 1]);
+}
+
 function shapeOk(endpoint, text, contentType) {
   let j;
   if (endpoint === 'metrics') return text.includes('# TYPE');
   if (contentType.startsWith('text/event-stream')) {
+    if (endpoint === 'responses' || endpoint === 'responses_stream') return responsesStreamOk(text);
     if (endpoint !== 'chat' && endpoint !== 'chat_stream') return false;
     if (!text.endsWith('data: [DONE]\n\n')) return false;
     for (const line of text.split('\n')) {
@@ -134,6 +168,13 @@ function shapeOk(endpoint, text, contentType) {
       return isObj(j) && typeof j.id === 'string' && typeof j.status === 'string';
     case 'health':
       return isObj(j);
+    case 'responses':
+    case 'responses_stream':
+      return isResponse(j) && ['completed', 'incomplete'].includes(j.status) && j.error === null;
+    case 'models':
+      return isObj(j) && j.object === 'list' && Array.isArray(j.data) && j.data.length > 0 && j.data.every(isModel);
+    case 'models_retrieve':
+      return isModel(j);
     default:
       return false;
   }

@@ -10,7 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const ROOT = join(__dirname, '..');
-const ENDPOINTS = ['chat', 'chat_stream', 'embeddings', 'explain', 'feedback', 'experiments_create', 'experiments_list', 'experiments_rollback', 'health', 'metrics'];
+const ENDPOINTS = [
+  'chat', 'chat_stream', 'embeddings', 'explain', 'feedback', 'experiments_create', 'experiments_list', 'experiments_rollback', 'health', 'metrics',
+  'responses', 'responses_stream', 'models', 'models_retrieve',
+];
 
 jest.setTimeout(300_000);
 

@@ -99,6 +99,110 @@ function arbitraries({ key, chatModels, embeddingModels, pairs }) {
     oddString.filter((s) => s.length > 0 && s.length < 200).map((s) => [...Buffer.from(s, 'utf8')].map((b) => `%${b.toString(16).padStart(2, '0')}`).join('')),
     fc.constantFrom('%', '%ZZ', '%FF%FE', '%C0%AF', '..%2F..', '%00', ...PROTO),
   );
+  // POST /v1/responses: the Responses API's own fields (input strings and items, flat function
+  // tools, text.format, reasoning), the stateful fields and hosted tools it refuses, the platform
+  // hints it drops, and junk anywhere, like chat.
+  const inputText = fc.oneof(
+    fc.record({ type: fc.constant('input_text'), text: mostly(text) }),
+    fc.record({ type: fc.constant('input_image'), image_url: mostly(fc.oneof(fc.webUrl(), fc.constant('data:image/png;base64,iVBORw0KGgo='))), detail: mostly(fc.constantFrom('auto', 'low', 'high')) }, { requiredKeys: ['type'] }),
+    fc.record({ type: fc.constant('input_image'), file_id: fc.string({ maxLength: 10 }) }),
+    fc.record({ type: fc.constant('input_file'), file_id: fc.string({ maxLength: 10 }) }),
+    fc.record({ type: fc.constant('output_text'), text: mostly(text), annotations: mostly(fc.constant([])) }, { requiredKeys: ['type', 'text'] }),
+    fc.record({ type: fc.constant('refusal'), refusal: mostly(text) }),
+    junk,
+  );
+  const callId = mostly(fc.oneof(fc.constantFrom('call_1', 'call_2'), fc.string({ maxLength: 12 }), fc.constantFrom(...PROTO)));
+  const inputItem = withExtra(
+    fc.oneof(
+      { weight: 4, arbitrary: opt({ type: mostly(fc.constant('message')), role: mostly(fc.constantFrom('user', 'system', 'developer', 'assistant', 'tool')), content: fc.oneof(mostly(text), fc.array(inputText, { maxLength: 3 })) }, ['role', 'content']) },
+      { weight: 2, arbitrary: opt({ type: fc.constant('function_call'), call_id: callId, name: mostly(fc.string({ maxLength: 70 })), arguments: mostly(fc.oneof(fc.constantFrom('{}', '{"city":"Paris"}'), fc.string({ maxLength: 20 }))), id: mostly(fc.string({ maxLength: 10 })), status: mostly(fc.constantFrom('completed', 'in_progress')) }, ['type', 'call_id', 'name', 'arguments']) },
+      { weight: 2, arbitrary: opt({ type: fc.constant('function_call_output'), call_id: callId, output: fc.oneof(mostly(text), fc.array(inputText, { maxLength: 2 })) }, ['type', 'call_id', 'output']) },
+      { weight: 1, arbitrary: opt({ type: fc.constant('reasoning'), id: mostly(fc.string({ maxLength: 10 })), summary: mostly(fc.constant([])), content: mostly(fc.array(fc.record({ type: fc.constant('reasoning_text'), text: mostly(text) }), { maxLength: 2 })), encrypted_content: mostly(fc.string({ maxLength: 20 })) }, ['type', 'summary']) },
+      { weight: 1, arbitrary: fc.record({ type: fc.constant('item_reference'), id: mostly(fc.string({ maxLength: 10 })) }) },
+      { weight: 1, arbitrary: junk },
+    ),
+  );
+  const jsonSchema = fc.oneof(
+    fc.constant({ type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'London'] }, n: { type: 'integer', minimum: 1 } }, required: ['city', 'n'], additionalProperties: false }),
+    fc.dictionary(fc.oneof(fc.constantFrom('type', 'properties', 'items', 'required', 'enum', '$ref', '$defs', 'anyOf', 'format', 'additionalProperties'), fc.constantFrom(...PROTO)), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 4 }),
+    fc.record({ type: fc.constantFrom('object', 'string', 'array', 'number', ...PROTO), properties: fc.dictionary(fc.oneof(fc.string({ maxLength: 10 }), fc.constantFrom(...PROTO)), fc.record({ type: fc.constantFrom('string', 'integer', 'boolean', 'object', 'toString') }), { maxKeys: 3 }) }),
+    junk,
+  );
+  const responseTool = withExtra(
+    fc.oneof(
+      { weight: 4, arbitrary: opt({ type: mostly(fc.constant('function')), name: mostly(fc.oneof(fc.string({ maxLength: 70 }), fc.constantFrom('get_weather', ...PROTO))), description: mostly(text), parameters: mostly(jsonSchema), strict: mostly(fc.boolean()) }, ['type', 'name']) },
+      { weight: 1, arbitrary: fc.record({ type: fc.constantFrom('web_search', 'web_search_preview', 'file_search', 'computer_use_preview', 'code_interpreter', 'image_generation', 'mcp', 'custom', 'local_shell', ...PROTO) }) },
+      { weight: 1, arbitrary: junk },
+    ),
+  );
+  const responsesFields = {
+    model: chatFields.model,
+    input: mostly(fc.oneof(text, fc.array(inputItem, { minLength: 1, maxLength: 5 }))),
+    instructions: mostly(text),
+    tools: mostly(fc.array(responseTool, { maxLength: 2 })),
+    tool_choice: mostly(fc.oneof(fc.constantFrom('none', 'auto', 'required'), fc.record({ type: mostly(fc.constantFrom('function', 'web_search', 'allowed_tools')), name: mostly(fc.constantFrom('get_weather', 'nope', ...PROTO)) }))),
+    parallel_tool_calls: mostly(fc.boolean()),
+    text: mostly(opt({ format: mostly(opt({ type: mostly(fc.constantFrom('text', 'json_object', 'json_schema', 'grammar')), name: mostly(fc.oneof(fc.constantFrom('answer', ...PROTO), fc.string({ maxLength: 70 }))), schema: mostly(jsonSchema), strict: mostly(fc.boolean()), description: mostly(text) }, ['type'])), verbosity: mostly(fc.constantFrom('low', 'medium', 'high')) })),
+    reasoning: mostly(opt({ effort: mostly(fc.constantFrom('none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max')), summary: mostly(fc.constantFrom('auto', 'concise', 'detailed')), generate_summary: mostly(fc.constantFrom('auto', 'concise')) })),
+    max_output_tokens: mostly(fc.integer({ min: -5, max: 100_000 })),
+    temperature: chatFields.temperature,
+    top_p: chatFields.top_p,
+    metadata: mostly(fc.dictionary(fc.oneof(fc.string({ maxLength: 70 }), fc.constantFrom(...PROTO)), mostly(fc.string({ maxLength: 520 })), { maxKeys: 3 })),
+    user: chatFields.user,
+  };
+  // OpenAI's platform hints, accepted and dropped, in about one body of four; the stateful fields and
+  // the hint values the gateway refuses in about one body of seven, so most bodies get past them.
+  const hints = opt({
+    store: mostly(fc.boolean()),
+    service_tier: mostly(fc.constantFrom('auto', 'default', 'flex', 'priority')),
+    prompt_cache_key: mostly(fc.string({ maxLength: 20 })),
+    safety_identifier: mostly(fc.string({ maxLength: 20 })),
+    stream_options: mostly(opt({ include_obfuscation: mostly(fc.boolean()) })),
+    truncation: mostly(fc.constant('disabled')),
+    background: mostly(fc.constant(false)),
+    include: mostly(fc.array(fc.constantFrom('reasoning.encrypted_content', 'file_search_call.results', 'web_search_call.action.sources', 'message.input_image.image_url'), { maxLength: 3 })),
+  });
+  const refused = fc.oneof(
+    { weight: 26, arbitrary: fc.constant({}) },
+    { weight: 10, arbitrary: hints },
+    { weight: 1, arbitrary: fc.record({ previous_response_id: mostly(fc.constantFrom('resp_1', ...PROTO)) }) },
+    { weight: 1, arbitrary: fc.record({ conversation: mostly(fc.oneof(fc.constant('conv_1'), fc.record({ id: fc.constant('conv_1') }))) }) },
+    { weight: 1, arbitrary: fc.record({ prompt: mostly(fc.record({ id: fc.constant('pmpt_1'), variables: fc.dictionary(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 })) })) }) },
+    { weight: 1, arbitrary: fc.record({ context_management: junk }) },
+    { weight: 1, arbitrary: fc.record({ background: mostly(fc.constant(true)), truncation: mostly(fc.constantFrom('auto', 'disabled')) }) },
+    { weight: 1, arbitrary: fc.record({ include: mostly(fc.array(fc.constantFrom('message.output_text.logprobs', 'reasoning.encrypted_content', 'nope', ...PROTO), { minLength: 1, maxLength: 3 })) }) },
+  );
+  const validResponses = (stream) =>
+    fc.record(
+      {
+        model: fc.constantFrom(...chatModels.filter((m) => !/embed/.test(m))),
+        input: fc.oneof(fc.string({ minLength: 1, maxLength: 200 }), fc.array(fc.record({ role: fc.constantFrom('user', 'developer'), content: fc.oneof(fc.string({ maxLength: 200 }), fc.array(fc.record({ type: fc.constant('input_text'), text: fc.string({ maxLength: 100 }) }), { minLength: 1, maxLength: 2 })) }), { minLength: 1, maxLength: 3 })),
+        instructions: fc.string({ maxLength: 100 }),
+        stream: fc.constant(stream),
+        temperature: fc.double({ min: 0, max: 2, noNaN: true }),
+        max_output_tokens: fc.integer({ min: 1, max: 4000 }),
+        store: fc.boolean(),
+      },
+      { requiredKeys: ['model', 'input', 'stream'] },
+    );
+  const responses = (stream) =>
+    validOr(
+      validResponses(stream),
+      withExtra(fc.tuple(opt({ ...responsesFields, stream: fc.oneof({ weight: 6, arbitrary: fc.constant(stream) }, { weight: 1, arbitrary: junk }) }, ['model', 'input']), refused).map(([b, r]) => ({ ...b, ...r }))),
+    );
+  // GET /v1/models/{id}: served names, provider/model pairs raw and as %2F, Object.prototype names,
+  // slashes, comma lists, trailing slashes, broken and odd percent escapes.
+  const percentEncoded = (s) => [...Buffer.from(s, 'utf8')].map((b) => `%${b.toString(16).padStart(2, '0')}`).join('');
+  const servedIds = [...chatModels.filter((m) => !m.includes(',')), ...embeddingModels];
+  const modelId = fc.oneof(
+    { weight: 4, arbitrary: fc.constantFrom(...servedIds) },
+    { weight: 2, arbitrary: fc.constantFrom(...servedIds).map((m) => m.replace(/\//g, '%2F')) },
+    { weight: 1, arbitrary: fc.constantFrom(...servedIds).map((m) => `${m}/`) },
+    { weight: 2, arbitrary: fc.constantFrom(...PROTO).chain((p) => fc.constantFrom(p, encodeURIComponent(p), `mock/${p}`, `${p}/mock-fast`, `${p}%2F${p}`)) },
+    { weight: 2, arbitrary: fc.constantFrom('nope', 'a,b', 'bench,mock-fast', '*', '%2A', 'mock/', '/mock-fast', 'mock//mock-fast', 'a/b/c', 'meta-llama/Llama-3-8B', '..', '..%2F..', '%2e%2e', '%', '%ZZ', '%FF%FE', '%C0%AF', '%00', '%2F', 'x'.repeat(2000)) },
+    { weight: 2, arbitrary: oddString.filter((s) => s.length > 0 && s.length < 200).map(percentEncoded) },
+    { weight: 1, arbitrary: fc.array(fc.oneof(fc.constantFrom('mock', 'fake', 'bench', 'mock-fast', ...PROTO), fc.string({ unit: fc.constantFrom(...'abc-_.~%2F'), minLength: 1, maxLength: 8 })), { minLength: 1, maxLength: 4 }).map((a) => a.join('/')) },
+  );
   const pair = opt({ provider: mostly(fc.constantFrom(...new Set(pairs.map((p) => p.provider)), 'nope', ...PROTO)), model: mostly(fc.constantFrom(...pairs.map((p) => p.model), 'nope', ...PROTO)) }, ['provider', 'model']);
 
   return {
@@ -134,6 +238,10 @@ function arbitraries({ key, chatModels, embeddingModels, pairs }) {
       ),
     ),
     experiments_rollback: fc.tuple(pathSegment, headers, query, fc.option(body(junk))).map(([id, h, q, b]) => ({ method: 'POST', path: `/v1/experiments/${id}/rollback${q}`, headers: h, body: b ?? undefined })),
+    responses: post('/v1/responses', responses(false)),
+    responses_stream: post('/v1/responses', responses(true)),
+    models: get(['/v1/models', '/v1/models/']),
+    models_retrieve: fc.tuple(modelId, headers, query).map(([id, h, q]) => ({ method: 'GET', path: `/v1/models/${id}${q}`, headers: h })),
     health: get(['/health', '/health/ready', '/health/providers', '/health/cache', '/health/analytics', '/health/vector']),
     metrics: get(['/metrics']),
   };
