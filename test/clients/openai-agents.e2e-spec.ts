@@ -7,11 +7,11 @@ import {
 } from './support/client-gateway';
 
 /**
- * The OpenAI Agents SDK running an agent to completion through the gateway. The SDK speaks the
- * Responses API by default, which the gateway does not serve, so agents get its Chat Completions
+ * The OpenAI Agents SDK running an agent to completion through the gateway on its Chat Completions
  * model: `OpenAIChatCompletionsModel` over an `openai` client pointed at the gateway, or an
- * `OpenAIProvider({ baseURL, apiKey, useResponses: false })` given to a `Runner`. Tracing is off:
- * its exporter would send every run to OpenAI.
+ * `OpenAIProvider({ baseURL, apiKey, useResponses: false })` given to a `Runner` (its default
+ * Responses model is driven in openai-agents-responses.e2e-spec.ts). Tracing is off: its exporter
+ * would send every run to OpenAI.
  */
 setTracingDisabled(true);
 

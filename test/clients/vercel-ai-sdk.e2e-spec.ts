@@ -7,8 +7,9 @@ import {
 
 /**
  * The Vercel AI SDK (`ai` with `@ai-sdk/openai`) pointed at the gateway with `createOpenAI({ baseURL,
- * apiKey })`. Its default model factory (`openai('…')`) speaks the Responses API, so models are
- * taken with `.chat('…')` (Chat Completions) and `.embedding('…')`.
+ * apiKey })`, on Chat Completions (`.chat('…')`) and embeddings (`.embedding('…')`); the default
+ * model factory (`openai('…')`), which speaks the Responses API, is driven in
+ * vercel-ai-sdk-responses.e2e-spec.ts.
  *
  * Both packages ship ESM only; this CommonJS spec loads them with `await import()` (see
  * jest.config.js), which also gives their exact types.
