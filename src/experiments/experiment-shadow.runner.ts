@@ -7,9 +7,9 @@ import type { TargetRef } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
 import type { ChatRequest, ChatResult } from '../providers/provider-adapter';
 import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService, failureOutcome } from '../routing/dispatcher.service';
-import { usageCost } from '../routing/strategies/cost';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { stripUndefined } from '../common/options';
+import { buildDecisionTrace } from '../traces/decision-trace.builder';
 
 export class ExperimentShadowOptions {
   /** Copies in flight at once in this process; a copy beyond it is dropped (and counted). */
@@ -141,36 +141,31 @@ export class ExperimentShadowRunner implements BeforeApplicationShutdown {
       clearTimeout(timer);
     }
     this.outcomes.inc({ outcome: status === 200 ? 'ok' : errorCode === 'upstream_timeout' ? 'timeout' : 'error' });
-    const usage = d?.value.usage;
+    const trace = buildDecisionTrace(
+      {
+        requestId: call.requestId,
+        orgId: call.caller.orgId,
+        apiKeyId: call.caller.keyId,
+        sessionId: null,
+        endpoint: 'chat',
+        requestedModel: call.requestedModel,
+        route: call.route,
+        strategy: call.strategy,
+        candidates: null,
+        experimentId,
+      },
+      { status, errorCode: errorCode ?? undefined, dispatched: d, usage: d?.value.usage, finishReason: d?.value.choices[0]?.finish_reason },
+      'candidate',
+      started,
+    );
     this.traces.record({
-      requestId: call.requestId,
-      orgId: call.caller.orgId,
-      apiKeyId: call.caller.keyId,
-      sessionId: null,
-      endpoint: 'chat',
-      requestedModel: call.requestedModel,
-      route: call.route,
-      strategy: call.strategy,
-      candidates: null,
+      ...trace,
+      // One target, named as selected whether it served or failed: its failure is already the trace's.
       selectedProvider: target.provider,
       selectedModel: target.model,
-      fallbackUsed: false,
       // A failed copy reached the upstream unless the breaker or a capability stopped it first.
       attempts: d?.attempts ?? (errorCode?.startsWith('upstream_') ? 1 : 0),
-      // One target, named as selected whether it served or failed: its failure is already the trace's.
       failedAttempts: null,
-      experimentId,
-      experimentArm: 'candidate',
-      status,
-      errorCode,
-      latencyMs: Number(process.hrtime.bigint() - started) / 1e6,
-      ttftMs: null,
-      promptTokens: usage?.prompt_tokens ?? null,
-      completionTokens: usage?.completion_tokens ?? null,
-      reasoningTokens: usage?.reasoning_tokens ?? null,
-      costUsd: d ? usageCost(d.upstream.model, usage) : null,
-      finishReason: d?.value.choices[0]?.finish_reason ?? null,
-      createdAt: new Date(),
     });
   }
 }

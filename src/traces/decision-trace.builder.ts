@@ -10,8 +10,8 @@ export interface TraceRequest {
   sessionId: string | null;
   endpoint: DecisionTrace['endpoint'];
   requestedModel: string;
-  route: string;
-  strategy: string;
+  route: DecisionTrace['route'];
+  strategy: DecisionTrace['strategy'];
   candidates: DecisionTrace['candidates'];
   experimentId: string | null;
 }
