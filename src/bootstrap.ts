@@ -40,7 +40,7 @@ export async function prepareApp(app: NestExpressApplication, config: AppConfig)
 }
 
 /**
- * SIGTERM/SIGINT (DESIGN §10): readiness turns 503, the listener stops accepting, in-flight
+ * SIGTERM/SIGINT (docs/architecture.md "Graceful shutdown"): readiness turns 503, the listener stops accepting, in-flight
  * requests and streams finish up to the drain timeout, then the stores close and the process exits 0.
  */
 export function installGracefulShutdown(app: INestApplication, config: AppConfig, logger: AppLogger): void {

@@ -49,7 +49,7 @@ interface Month {
   day: string;
   /** 'YYYY-MM', for cache keys. */
   label: string;
-  /** First instant of the next UTC month (DESIGN §5 `reset_at`). */
+  /** First instant of the next UTC month (`reset_at`, docs/api.md "Decisions the contract leaves open"). */
   resetAt: number;
 }
 
@@ -66,17 +66,17 @@ interface MonthlyDecision {
   used: number;
 }
 
-/** Keys of one call share a hash tag (DESIGN §2): the key's id for rate limits, the organisation's for months. */
+/** Keys of one call share a hash tag (docs/architecture.md "Stateless replicas"): the key's id for rate limits, the organisation's for months. */
 const rateKey = (keyId: string, endpoint: RateLimitedEndpoint): string => `rl:{key:${keyId}}:${endpoint}`;
 const monthKey = (orgId: string, month: Month): string => `ml:{org:${orgId}}:${month.label}`;
 const usageKey = (orgId: string, day: string): string => `${orgId}\u0000${day}`;
 
 /**
- * Per-key rate limits and per-organisation monthly limits (DESIGN §5, issue 4 "Limits and records").
+ * Per-key rate limits and per-organisation monthly limits (docs/architecture.md "One limiter for every limit").
  *
  * Both are decided in the cache store, atomically, so replicas share them. Monthly counts also go
  * to `monthly_usage`, added in batches off the hot path; that durable count seeds a counter the
- * cache lost. When the cache store fails (DESIGN §10) the rate limit is enforced per replica by an
+ * cache lost. When the cache store fails the rate limit is enforced per replica by an
  * in-process limiter (bounded, never unlimited) and the monthly limit by the analytics store; with
  * both stores down, the monthly limit is enforced per replica from the last count this replica saw.
  * Every degradation is counted in metrics and logged at most once per interval.
@@ -206,7 +206,7 @@ export class LimitsService implements BeforeApplicationShutdown {
     return this.flushing;
   }
 
-  /** SIGTERM (DESIGN §10): the counts still held are written, within a bound; runs before the stores close. */
+  /** SIGTERM (docs/architecture.md "Graceful shutdown"): the counts still held are written, within a bound; runs before the stores close. */
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
     try {
@@ -238,7 +238,7 @@ export class LimitsService implements BeforeApplicationShutdown {
       return { allowed: d.allowed, used: d.value };
     }
 
-    // The cache is down: the analytics store decides, counting synchronously (DESIGN §10).
+    // The cache is down: the analytics store decides, counting synchronously.
     const unwritten = this.pendingOf(orgId, month.day);
     try {
       const room = limit - unwritten;

@@ -20,8 +20,8 @@ const ADD_COUNTS = `
   ON CONFLICT (org_id, month) DO UPDATE SET count = monthly_usage.count + EXCLUDED.count`;
 
 /*
- * Check-and-count in one statement (DESIGN §10: the monthly limit falls back to the analytics store
- * when Redis is down). The row lock of ON CONFLICT DO UPDATE serialises concurrent replicas, and the
+ * Check-and-count in one statement (the monthly limit falls back to the analytics store when Redis
+ * is down: docs/architecture.md "One limiter for every limit"). The row lock of ON CONFLICT DO UPDATE serialises concurrent replicas, and the
  * WHERE is re-checked on the locked row, so the count never passes $3. Needs $3 >= 1: a new row
  * starts at 1.
  */

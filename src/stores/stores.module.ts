@@ -11,7 +11,7 @@ import { VectorStore } from './vector/vector-store';
 import { createVectorStore } from './vector/vector-store.factory';
 
 /**
- * The three stores of DESIGN §2, each bound to its port: server adapters when a URL is configured,
+ * The three stores (docs/architecture.md "Three stores behind ports"), each bound to its port: server adapters when a URL is configured,
  * embedded defaults otherwise. Migrations run while the SQL store is created. The server adapters
  * sit behind a store breaker (resilience/guarded-stores.ts): a dead or frozen server is stopped
  * being called after its first timeout and probed in the background.

@@ -6,14 +6,14 @@ import { Secret } from '../config/secret';
 import { setBounded } from '../common/bounded-map';
 
 /**
- * API keys are stored as HMAC-SHA256(pepper, key) (DESIGN §4): a leaked table cannot be checked
- * against guesses without the pepper. Embedded: the pepper is generated once and kept in the data
+ * API keys are stored as HMAC-SHA256(pepper, key) (docs/architecture.md "API keys stored as a
+ * peppered hash"): a leaked table cannot be checked against guesses without the pepper. Embedded: the pepper is generated once and kept in the data
  * dir; with DATABASE_URL it must be given (env validation enforces that), so replicas agree.
  */
 export class ApiKeyHasher {
   /**
-   * Recent key → hash, so a key's HMAC is computed once, not on every request (issue 5: ≈ 10 µs of
-   * CPU per request). Bounded, oldest out first; it holds only what the process already sees in every
+   * Recent key → hash, so a key's HMAC is computed once, not on every request (≈ 10 µs of CPU per
+   * request otherwise). Bounded, oldest out first; it holds only what the process already sees in every
    * request's Authorization header, and is never logged or written anywhere.
    */
   private readonly recent = new Map<string, string>();

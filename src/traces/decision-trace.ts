@@ -1,7 +1,7 @@
 import type { FailedAttempt } from '../routing/dispatcher.service';
 
 /**
- * What is recorded about one request (DESIGN §7). Deliberately no prompt or completion text: the
+ * What is recorded about one request (docs/architecture.md "No prompt text stored or logged"). Deliberately no prompt or completion text: the
  * type has no field that could carry it.
  */
 export interface DecisionTrace {
@@ -39,8 +39,8 @@ export interface DecisionTrace {
 }
 
 /**
- * Where decision traces go (DESIGN §2: "Decision traces go through a sink port: Postgres now; a
- * column store is the planned adapter"). `write` stores a whole batch or rejects.
+ * Where decision traces go: Postgres now, a column store is the planned adapter
+ * (docs/architecture.md "Decision traces off the hot path"). `write` stores a whole batch or rejects.
  */
 export abstract class DecisionTraceSink {
   abstract write(traces: readonly DecisionTrace[]): Promise<void>;

@@ -85,7 +85,7 @@ class Queue<T> {
 }
 
 /**
- * Decision traces off the hot path (DESIGN §7): `record` appends to a bounded in-process buffer;
+ * Decision traces off the hot path (docs/architecture.md "Decision traces off the hot path"): `record` appends to a bounded in-process buffer;
  * batches are written with one INSERT each, every interval or as soon as a batch is waiting. When
  * the analytics store is down the writer retries with back-off and keeps what fits; what it must
  * drop (the oldest first) is counted in metrics and logged with its number, never lost silently.
@@ -190,7 +190,7 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
     await this.drain();
   }
 
-  /** SIGTERM (DESIGN §10): write what can be written within a bound, before the stores close. */
+  /** SIGTERM (docs/architecture.md "Graceful shutdown"): write what can be written within a bound, before the stores close. */
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
     try {

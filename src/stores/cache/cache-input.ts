@@ -24,7 +24,7 @@ export function hashTag(key: string): string | undefined {
 
 /**
  * Windows must be distinct keys (one log per window) and, when there are several, share one hash
- * tag such as `{org:acme}`: Redis Cluster runs a script on one slot (DESIGN §2).
+ * tag such as `{org:acme}`: Redis Cluster runs a script on one slot (docs/architecture.md "Stateless replicas").
  */
 export function checkWindows(checks: readonly WindowCheck[]): void {
   if (checks.length === 0) throw new RangeError('hitWindows needs at least one window');

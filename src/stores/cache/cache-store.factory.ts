@@ -5,16 +5,16 @@ import { MemoryCacheStore } from './memory-cache.store';
 import { RedisCacheStore } from './redis-cache.store';
 
 export interface CacheStoreFactoryOptions {
-  /** Where the Redis adapter reports connection errors, throttled (DESIGN §10). */
+  /** Where the Redis adapter reports connection errors, throttled. */
   logger?: Logger;
   /** Upper bound of every Redis call. */
   commandTimeoutMs?: number;
 }
 
 /**
- * Redis when `REDIS_URL` is set, else the in-process store (DESIGN §2, §4). Never throws for an
+ * Redis when `REDIS_URL` is set, else the in-process store. Never throws for an
  * unreachable Redis and never waits for it: the gateway starts and serves, the client keeps
- * reconnecting, and readiness reports the cache as degraded through `ping` (DESIGN §10).
+ * reconnecting, and readiness reports the cache as degraded through `ping` (docs/architecture.md "Degrade, never hang").
  */
 export function createCacheStore(env: Pick<EnvConfig, 'redisUrl'>, options: CacheStoreFactoryOptions = {}): CacheStore {
   if (env.redisUrl) return new RedisCacheStore({ url: env.redisUrl, logger: options.logger, commandTimeoutMs: options.commandTimeoutMs });

@@ -21,7 +21,7 @@ export interface CounterDecision {
   value: number;
 }
 
-/** Steps of the shared circuit breaker (issue 4 "Routing"; lua/breaker.lua documents each). */
+/** Steps of the shared circuit breaker (docs/architecture.md "Circuit breakers"; lua/breaker.lua documents each). */
 export type BreakerOp = 'acquire' | 'success' | 'failure' | 'probe_success' | 'probe_failure' | 'probe_release' | 'state';
 
 /** Tuning of the circuit breaker, passed on every call so both adapters hold no configuration. */
@@ -65,9 +65,9 @@ export interface BreakerDecision {
 }
 
 /**
- * Port of the cache store (DESIGN §2): Redis via `ioredis` (Lua for atomic steps), or in-process
+ * Port of the cache store (docs/architecture.md "Three stores behind ports"): Redis via `ioredis` (Lua for atomic steps), or in-process
  * memory with the same semantics. Every call either answers within the adapter's timeout or
- * rejects; callers decide how to degrade (DESIGN §10).
+ * rejects; callers decide how to degrade (docs/architecture.md "Degrade, never hang").
  */
 export abstract class CacheStore {
   abstract readonly kind: 'redis' | 'memory';

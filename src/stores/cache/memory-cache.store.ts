@@ -22,7 +22,7 @@ type Entry =
 const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
 
 /**
- * The embedded cache store (DESIGN §2): the semantics of the Redis adapter and its Lua scripts,
+ * The embedded cache store: the semantics of the Redis adapter and its Lua scripts,
  * in one process. Every operation runs synchronously inside one call, which is what makes
  * hitWindows and incrementBelow atomic here. Not shared between replicas: the embedded default is
  * for a single process.

@@ -10,7 +10,7 @@ import { BreakerDecision, BreakerOp, BreakerParams, BreakerState, CacheStore, Co
 
 export interface RedisCacheStoreOptions {
   url: string;
-  /** Connection errors are logged here at most once per interval (DESIGN §10). */
+  /** Connection errors are logged here at most once per interval. */
   logger?: Logger;
   /** Upper bound of every call, the scripts' EVALSHA → EVAL fallback included. */
   commandTimeoutMs?: number;
@@ -51,8 +51,8 @@ export function isRedisOutage(err: unknown): boolean {
 }
 
 /**
- * Cache store on Redis (DESIGN §2). A dead or slow Redis must never hang a request or crash the
- * process (DESIGN §10): no offline queue, so calls fail fast while disconnected; every call is
+ * Cache store on Redis. A dead or slow Redis must never hang a request or crash the
+ * process (docs/architecture.md "Degrade, never hang"): no offline queue, so calls fail fast while disconnected; every call is
  * capped by a timeout; connection errors are swallowed by a listener and logged, throttled; the
  * client keeps reconnecting in the background with a capped back-off.
  */

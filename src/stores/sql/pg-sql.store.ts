@@ -81,9 +81,9 @@ function toResult<R>(res: QueryResult | QueryResult[]): SqlResult<R> {
 }
 
 /**
- * Analytics store on a Postgres server through a `pg` pool (DESIGN §2). Every call is bounded:
+ * Analytics store on a Postgres server through a `pg` pool. Every call is bounded:
  * connecting by `connectionTimeoutMs`, each statement by `statement_timeout` and `query_timeout`,
- * so a dead or stalled server makes calls reject, never hang (DESIGN §10).
+ * so a dead or stalled server makes calls reject, never hang (docs/architecture.md "Degrade, never hang").
  *
  * `query()` without parameters runs as a script (simple protocol: several statements allowed, the
  * last one's result returned); PgliteSqlStore does the same, so migrations run identically.
@@ -103,7 +103,7 @@ export class PgSqlStore extends SqlStore {
       statement_timeout: o.statementTimeoutMs,
       query_timeout: options.queryTimeoutMs ?? o.statementTimeoutMs + 1_000,
       idle_in_transaction_session_timeout: o.idleInTransactionTimeoutMs,
-      // Month boundaries and `now()::date` must not depend on the server's configured zone (DESIGN §5: UTC months).
+      // Month boundaries and `now()::date` must not depend on the server's configured zone (monthly limits count UTC months).
       options: '-c TimeZone=UTC',
       application_name: 'routing-gateway',
       keepAlive: true,

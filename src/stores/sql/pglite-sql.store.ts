@@ -32,7 +32,7 @@ async function run<R>(db: Runner, sql: string, params: readonly unknown[]): Prom
 }
 
 /**
- * Analytics store embedded in the process (DESIGN §2, no DATABASE_URL): PGlite, file-backed under
+ * Analytics store embedded in the process (no DATABASE_URL): PGlite, file-backed under
  * the data dir. The `vector` extension is loaded so the same instance also serves the vector store;
  * a second PGlite would cost seconds of start-up and its own memory.
  *

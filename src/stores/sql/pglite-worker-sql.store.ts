@@ -166,11 +166,12 @@ function reviveRows(result: SqlResult<Record<string, unknown>>): SqlResult<Recor
 }
 
 /**
- * The embedded analytics store of a running gateway (DESIGN §2, no DATABASE_URL): PGlite, as
+ * The embedded analytics store of a running gateway (no DATABASE_URL): PGlite, as
  * PgliteSqlStore, but in a worker thread. PGlite is Postgres compiled to WebAssembly and runs on the
  * thread that calls it: in-process, every trace batch (≈ 20 ms for 500 rows) and every beat of the
  * aggregation job (≈ 250 ms over 100,000 traces) stopped the event loop and every request and stream
- * with it (issue 5: the p99 of the chat benchmark, the between-chunk p99 of streams). Here they run
+ * with it (they were the p99 of the chat benchmark and the between-chunk p99 of streams:
+ * docs/architecture.md "Embedded PGlite in a worker thread"). Here they run
  * beside the event loop. The same SqlStore contract suite runs on both.
  *
  * Tests and tools that want a dump of the database (`dumpDataDir`) use PgliteSqlStore.

@@ -28,7 +28,7 @@ export interface CreateSqlStoreHooks {
 const MIGRATION_TIMEOUTS = { max: 1, statementTimeoutMs: 600_000, queryTimeoutMs: 601_000, idleInTransactionTimeoutMs: 600_000 };
 
 /**
- * The analytics store of DESIGN §2, migrated: Postgres when DATABASE_URL is set, else PGlite under
+ * The analytics store, migrated: Postgres when DATABASE_URL is set, else PGlite under
  * `<dataDir>/pglite`. Rejects with StoreStartupError when the database cannot be reached or a
  * migration fails: without it the gateway cannot serve (readiness would be 503 anyway).
  */

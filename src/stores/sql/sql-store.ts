@@ -18,7 +18,7 @@ export interface QueryOptions {
 }
 
 /**
- * Port of the analytics store (DESIGN §2): Postgres via `pg`, or embedded PGlite. The same SQL and
+ * Port of the analytics store (docs/architecture.md "Three stores behind ports"): Postgres via `pg`, or embedded PGlite. The same SQL and
  * the same numbered migrations run on both. Only repositories use it.
  */
 export abstract class SqlStore implements SqlExecutor {

@@ -5,7 +5,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
  * transaction: that call would wait for the transaction, which waits for it.
  *
  * An enabled AsyncLocalStorage turns on Node's promise hooks for every promise of the process
- * (issue 5's profile: a few % of a chat request's CPU), so it is enabled only while a transaction is
+ * (a few % of a chat request's CPU in the benchmark's profile), so it is enabled only while a transaction is
  * open; transactions here are rare (migrations, seeding, experiment changes, regressions).
  */
 export class TransactionScope {

@@ -10,7 +10,7 @@ export const VECTOR_MIGRATIONS: MigrationSet = { dir: join(__dirname, 'migration
 
 export const VECTOR_EXTENSION_MISSING = 'the vector extension is not installed on this Postgres server';
 
-/** Thrown by upsert/nearest while the store is down; callers turn the feature off (DESIGN §2). */
+/** Thrown by upsert/nearest while the store is down; callers turn the feature off. */
 export class VectorStoreUnavailableError extends Error {
   constructor(reason: string) {
     super(`vector store unavailable: ${reason}`);

@@ -10,7 +10,7 @@ export interface CreateVectorStoreOptions {
 }
 
 /**
- * The vector store of DESIGN §2. It shares the analytics store's connection when both name the same
+ * The vector store. It shares the analytics store's connection when both name the same
  * database (and always when embedded: one PGlite instance serves both), else opens its own pool at
  * VECTOR_DATABASE_URL. Never rejects: a server without pgvector, or one that cannot be reached, gives
  * a store whose status() is down with the reason, while the rest of the gateway starts.

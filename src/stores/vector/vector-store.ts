@@ -22,7 +22,7 @@ export interface VectorStatus {
 }
 
 /**
- * Port of the vector store (DESIGN §2): Postgres with the `vector` extension, or PGlite with its
+ * Port of the vector store (docs/architecture.md "Three stores behind ports"): Postgres with the `vector` extension, or PGlite with its
  * `vector` extension. When the extension is missing the store reports down with the reason and the
  * features that need it are off.
  */

@@ -1,5 +1,5 @@
 --[[
-  One atomic step of a provider's circuit breaker (issue 4 "Routing": opens after N consecutive
+  One atomic step of a provider's circuit breaker (docs/architecture.md "Circuit breakers": opens after N consecutive
   failures or when a failure share of enough requests in a window is reached; open time grows with
   consecutive openings and is jittered; one half-open probe at a time). The state is shared, so
   every replica sees one breaker. memory-cache.store.ts implements the same steps.

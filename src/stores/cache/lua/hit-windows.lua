@@ -1,6 +1,7 @@
 --[[
-  Checks several sliding-window limits and spends them in one atomic step (DESIGN §5, explain
-  rate limit: "30/min per org and 10/min per key, a denied request spends neither").
+  Checks several sliding-window limits and spends them in one atomic step (explain's rate limit,
+  docs/api.md "POST /v1/routing/explain": 30/min per org and 10/min per key, a denied request
+  spends neither).
 
   Each window is an exact sliding log: a sorted set whose members are hits and whose scores are
   the hit times in milliseconds. A hit counts while it is younger than the window.

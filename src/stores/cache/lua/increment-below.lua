@@ -1,5 +1,5 @@
 --[[
-  Atomic check-and-count (DESIGN §5, monthly limit): increments a counter unless that would take
+  Atomic check-and-count (the monthly limit): increments a counter unless that would take
   it past the limit, so concurrent replicas can never overshoot.
 
   Input:

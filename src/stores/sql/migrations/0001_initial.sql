@@ -1,4 +1,4 @@
--- Analytics store schema (DESIGN §2, §7; issue 3 "Stores"). Runs unchanged on Postgres 15+ and on
+-- Analytics store schema (docs/architecture.md "Stores and their fallbacks"). Runs unchanged on Postgres 15+ and on
 -- PGlite. Forward-only: a later change is a new numbered file, never an edit of this one. Each file
 -- runs in one transaction, so nothing here may need to run outside one (no CREATE INDEX CONCURRENTLY).
 
@@ -16,7 +16,7 @@ CREATE TABLE organizations (
   updated_at            timestamptz NOT NULL DEFAULT now()
 );
 
--- Keys are stored only as a peppered hash (DESIGN §4); `key_prefix` is the few leading characters an
+-- Keys are stored only as a peppered hash (docs/architecture.md "API keys stored as a peppered hash"); `key_prefix` is the few leading characters an
 -- operator needs to recognise a key in `keys list` without the key itself.
 CREATE TABLE api_keys (
   id           text PRIMARY KEY,
@@ -54,10 +54,11 @@ CREATE TABLE experiments (
 CREATE UNIQUE INDEX experiments_one_active_idx
   ON experiments (org_id, baseline_provider, baseline_model, candidate_provider, candidate_model)
   WHERE status = 'active';
--- The list endpoint is newest first per organisation (DESIGN §5); id breaks ties for stable paging.
+-- The list endpoint is newest first per organisation; id breaks ties for stable paging.
 CREATE INDEX experiments_org_created_idx ON experiments (org_id, created_at DESC, id DESC);
 
--- Audit trail, written in the same transaction as the state change it records (DESIGN §7).
+-- Audit trail, written in the same transaction as the state change it records (docs/architecture.md
+-- "Audit events in the same transaction").
 CREATE TABLE experiment_events (
   id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   experiment_id    uuid NOT NULL REFERENCES experiments (id),
@@ -69,7 +70,7 @@ CREATE TABLE experiment_events (
 );
 CREATE INDEX experiment_events_experiment_idx ON experiment_events (experiment_id, id);
 
--- High-volume, written in batches off the hot path (DESIGN §7). No foreign keys: a trace must never
+-- High-volume, written in batches off the hot path (docs/architecture.md "Decision traces off the hot path"). No foreign keys: a trace must never
 -- be refused because of tenant bookkeeping, and the table may move to a column store later.
 -- `selected_*` stay nullable because a request can fail before any target is chosen (no route).
 CREATE TABLE decision_traces (
@@ -104,7 +105,7 @@ CREATE TABLE decision_traces (
 CREATE INDEX decision_traces_org_session_idx ON decision_traces (org_id, session_id);
 CREATE INDEX decision_traces_created_idx ON decision_traces (created_at);
 
--- One row per (org, session): repeated feedback replaces the earlier answer (DESIGN §5).
+-- One row per (org, session): repeated feedback replaces the earlier answer.
 CREATE TABLE feedback (
   org_id     text NOT NULL,
   session_id text NOT NULL,
@@ -115,7 +116,8 @@ CREATE TABLE feedback (
   PRIMARY KEY (org_id, session_id)
 );
 
--- Derived by the aggregation job, never hand-accumulated (DESIGN §6 "Learning loop"). org_id '*' is
+-- Derived by the aggregation job, never hand-accumulated (docs/architecture.md
+-- "Statistics are derived, never accumulated"). org_id '*' is
 -- the cross-organisation pool used as a prior.
 CREATE TABLE model_stats (
   org_id         text NOT NULL,
@@ -141,7 +143,7 @@ CREATE TABLE model_stats (
   PRIMARY KEY (org_id, provider, model)
 );
 
--- Fallback for monthly limits when Redis is down (DESIGN §10); month = first day of the UTC month.
+-- Fallback for monthly limits when Redis is down; month = first day of the UTC month.
 CREATE TABLE monthly_usage (
   org_id text NOT NULL,
   month  date NOT NULL,
@@ -149,7 +151,7 @@ CREATE TABLE monthly_usage (
   PRIMARY KEY (org_id, month)
 );
 
--- Explain reports the regressions of the last 7 days per (org, provider, model) (DESIGN §6).
+-- Explain reports the regressions of the last 7 days per (org, provider, model) (docs/architecture.md "Regressions").
 CREATE TABLE regressions (
   id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   org_id     text NOT NULL,

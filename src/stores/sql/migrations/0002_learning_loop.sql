@@ -1,4 +1,4 @@
--- Learning loop (issue 6, DESIGN §6 "Learning loop"). Forward-only; runs unchanged on Postgres and PGlite.
+-- Learning loop (docs/architecture.md "The learning loop"). Forward-only; runs unchanged on Postgres and PGlite.
 
 -- How many requests (decision traces) of the model fell in the window: the denominator of
 -- success_rate, and how routing tells "no traffic" from "no feedback".

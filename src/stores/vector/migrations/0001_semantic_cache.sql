@@ -1,4 +1,4 @@
--- Vector store schema (DESIGN §2; issue 3 "Stores"). Kept apart from the analytics migrations, with
+-- Vector store schema (docs/architecture.md "Stores and their fallbacks"). Kept apart from the analytics migrations, with
 -- its own bookkeeping table (vector_schema_migrations), because VECTOR_DATABASE_URL may name another
 -- database. On a server without pgvector (Debian's Postgres 15) this file fails as a whole and the
 -- vector store reports down; nothing else depends on it.
