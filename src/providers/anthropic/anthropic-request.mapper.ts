@@ -6,20 +6,20 @@ import type {
   WireImageBlock, WireMessage, WireRequest, WireRequestBlock, WireRole, WireThinking, WireToolChoice, WireToolResultBlock,
 } from './anthropic.wire';
 
-/** `max_tokens` when neither the request nor the model config gives one (LiteLLM's default, providers reference §2.7). */
+/** `max_tokens` when neither the request nor the model config gives one (LiteLLM's default). */
 export const DEFAULT_MAX_TOKENS = 4096;
 
-/** Anthropic refuses a thinking budget below this (providers reference §6.1). */
+/** Anthropic refuses a thinking budget below this. */
 export const MIN_THINKING_BUDGET = 1024;
 
 /**
  * Thinking budgets for `reasoning.mode: budget` when the model config gives none (README
  * "reasoning_effort mapping"): low is Anthropic's minimum; medium and high sit inside the ranges
- * of providers reference §6.1, leaving room for an answer under the 4096 default output allowance.
+ * other gateways use, leaving room for an answer under the 4096 default output allowance.
  */
 export const DEFAULT_THINKING_BUDGETS: Readonly<Record<Exclude<ReasoningEffort, 'none'>, number>> = { low: 1024, medium: 4096, high: 16384 };
 
-/** Anthropic's temperature range is 0..1 (providers reference §2.2); OpenAI's 0..2 is clamped onto it, not scaled. */
+/** Anthropic's temperature range is 0..1; OpenAI's 0..2 is clamped onto it, not scaled. */
 export const MAX_TEMPERATURE = 1;
 
 /**
@@ -81,7 +81,7 @@ function forcedToolChoice(plan: Extract<StructuredPlan, { mode: 'forced_tool' }>
 type ThinkingPlan = { thinking: WireThinking; effort?: Exclude<ReasoningEffort, 'none'>; budget?: number } | undefined;
 
 /**
- * Builds the Messages API body from the normalised request (providers reference §2.2):
+ * Builds the Messages API body from the normalised request:
  * - system/developer messages are hoisted into the top-level `system`, joined by a blank line;
  * - tool results become user `tool_result` blocks, assistant tool calls `tool_use` blocks, and
  *   consecutive same-role messages are merged so user/assistant alternate;
@@ -144,7 +144,7 @@ export function toMessagesRequest(req: ChatRequest, target: UpstreamTarget, stre
 
 /**
  * How `reasoning_effort` reaches Anthropic, by the model's `reasoning.mode` (README
- * "reasoning_effort mapping", providers reference §6.1):
+ * "reasoning_effort mapping"):
  * - `budget`   → `thinking: {type: enabled, budget_tokens}` from `reasoning.budgets`, else
  *                DEFAULT_THINKING_BUDGETS, never below 1024;
  * - `adaptive` → `thinking: {type: adaptive, display: summarized}` + `output_config.effort`;
@@ -153,7 +153,7 @@ export function toMessagesRequest(req: ChatRequest, target: UpstreamTarget, stre
  *   model configured `can_disable: false` gets its lowest setting (`low`) instead.
  * Thinking is also left off when the request forces a tool (Anthropic refuses forced tool use with
  * thinking) or continues a tool loop: the assistant turn would have to start with its signed
- * thinking block, which the OpenAI message shape cannot carry back (providers reference §2.7 gotcha 5).
+ * thinking block, which the OpenAI message shape cannot carry back.
  */
 export function planThinking(req: ChatRequest, model: ModelSpec): ThinkingPlan {
   let effort = req.reasoning_effort;

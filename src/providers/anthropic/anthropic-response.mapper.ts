@@ -4,7 +4,7 @@ import { UpstreamError } from '../upstream-error';
 import type { WireErrorBody, WireResponse, WireUsage } from './anthropic.wire';
 
 /**
- * `stop_reason` → `finish_reason` (providers reference §2.3). `pause_turn` (a long server-tool turn
+ * `stop_reason` → `finish_reason`. `pause_turn` (a long server-tool turn
  * the client may resume) is a normal stop, as Portkey maps it; a missing or unknown reason is `stop`.
  */
 export function toFinishReason(reason: string | null | undefined): FinishReason {
@@ -22,7 +22,7 @@ export function toFinishReason(reason: string | null | undefined): FinishReason 
 }
 
 /**
- * Anthropic usage → the gateway's (providers reference §2.3). `input_tokens` excludes cached input,
+ * Anthropic usage → the gateway's. `input_tokens` excludes cached input,
  * so prompt_tokens = input + cache creation + cache read, matching OpenAI where prompt_tokens
  * includes cached tokens. `output_tokens` already includes thinking; `thinking_tokens`, when the
  * upstream reports it, becomes reasoning_tokens.
@@ -76,7 +76,7 @@ export function toChatResult(msg: WireResponse, responseTool?: string, wrapped =
   };
 }
 
-/** HTTP status Anthropic uses for each error type (providers reference §2.5); used for in-band stream errors. */
+/** HTTP status Anthropic uses for each error type; used for in-band stream errors. */
 const STATUS_OF_ERROR_TYPE: Readonly<Record<string, number>> = {
   invalid_request_error: 400,
   authentication_error: 401,

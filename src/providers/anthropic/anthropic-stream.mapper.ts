@@ -4,7 +4,7 @@ import { streamError, toFinishReason, toUsage } from './anthropic-response.mappe
 import type { WireStreamEvent, WireUsage } from './anthropic.wire';
 
 /**
- * Translates one Messages stream into StreamEvents (providers reference §2.4). Per stream state:
+ * Translates one Messages stream into StreamEvents. Per stream state:
  * the usage seen so far (input from `message_start`, cumulative output from `message_delta`), the
  * stop reason, and which content block is which. Tool calls are numbered among tool_use blocks only
  * (k), not by Anthropic's block index, which also counts text and thinking blocks (§2.7 gotcha 7).

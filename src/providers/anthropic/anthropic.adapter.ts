@@ -8,7 +8,7 @@ import { AnthropicStreamMapper } from './anthropic-stream.mapper';
 import type { WireResponse, WireStreamEvent } from './anthropic.wire';
 
 export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
-/** The API version header value the official SDK still sends (providers reference §2.1). */
+/** The API version header value the official SDK still sends. */
 export const ANTHROPIC_VERSION = '2023-06-01';
 
 /** `POST {base}/v1/messages`; a base URL that already ends in `/v1` is accepted too. */
@@ -18,14 +18,14 @@ export function messagesUrl(baseUrl: string | undefined): string {
 }
 
 /**
- * The `anthropic` family (issue 4): the Messages API both ways. Mapping lives in the pure
+ * The `anthropic` family: the Messages API both ways. Mapping lives in the pure
  * `anthropic-*.mapper.ts` functions; this class only does the HTTP exchange and error mapping.
  */
 export class AnthropicAdapter implements ProviderAdapter {
   constructor(private readonly http: UpstreamHttp) {}
 
   /**
-   * Anthropic has no embeddings API (providers reference §2.6), one choice per request, no seed,
+   * Anthropic has no embeddings API, one choice per request, no seed,
    * and no native `json_object` mode: a system-prompt emulation would not guarantee JSON, so JSON
    * mode is declared unsupported and the chat layer refuses or skips the target. A JSON schema is
    * taken as the model's `structured_output` says (forced tool by default); the native

@@ -1,5 +1,5 @@
 /**
- * Anthropic Messages API wire shapes (providers reference §2). Only this folder imports them: the
+ * Anthropic Messages API wire shapes. Only this folder imports them: the
  * rest of the gateway sees the normalised ChatRequest / ChatResult / StreamEvent.
  */
 
@@ -78,7 +78,7 @@ export interface WireRequest {
   output_config?: { effort?: WireEffort; format?: WireOutputFormat };
 }
 
-/** Native structured output (`output_config.format`, providers reference §2.2). */
+/** Native structured output (`output_config.format`). */
 export interface WireOutputFormat {
   type: 'json_schema';
   schema: Record<string, unknown>;
@@ -91,7 +91,7 @@ export interface WireUsage {
   cache_creation_input_tokens?: number | null;
   cache_read_input_tokens?: number | null;
   output_tokens?: number;
-  /** 2026+ responses; older ones lack it (providers reference §6.2). */
+  /** 2026+ responses; older ones lack it. */
   output_tokens_details?: { thinking_tokens?: number | null } | null;
   service_tier?: string | null;
 }
@@ -129,7 +129,7 @@ export type WireDelta =
   | { type: 'citations_delta'; citation: unknown }
   | { type: string; [key: string]: unknown };
 
-/** One SSE event's `data` (its `type` equals the `event:` name, providers reference §2.4). */
+/** One SSE event's `data` (its `type` equals the `event:` name). */
 export type WireStreamEvent =
   | { type: 'message_start'; message: WireResponse }
   | { type: 'content_block_start'; index: number; content_block: WireResponseBlock }

@@ -193,7 +193,7 @@ class FailingStore extends MemoryCacheStore {
   }
 }
 
-describe('CircuitBreakerService when the cache store fails (DESIGN §10)', () => {
+describe('CircuitBreakerService when the cache store fails', () => {
   it('falls back to a local breaker that still opens and half-opens, never throws, and logs once per interval', async () => {
     const port = await closedPort();
     const store = new RedisCacheStore({ url: `redis://127.0.0.1:${port}`, maxReconnectDelayMs: 50 });

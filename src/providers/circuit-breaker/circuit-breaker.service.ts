@@ -22,7 +22,7 @@ export interface ProviderBreakerState {
 }
 
 /**
- * Tuning of the breakers. The defaults are issue 4's ("Routing"): 5 consecutive failures, or
+ * Tuning of the breakers. The defaults (docs/architecture.md "Circuit breakers"): 5 consecutive failures, or
  * >= 50 % of >= 20 requests in 10 s; open 5 s × 2^(openings−1), capped at 60 s, ±20 % jitter.
  */
 export class CircuitBreakerOptions {
@@ -69,17 +69,17 @@ const DEFAULTS = {
 
 const STATE_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
 
-/** Keys of one provider share its hash tag (DESIGN §2, Redis Cluster). */
+/** Keys of one provider share its hash tag (Redis Cluster; docs/architecture.md "Stateless replicas"). */
 export const breakerKey = (providerId: string): string => `cb:{provider:${providerId}}`;
 
 /**
- * Circuit breaker per provider (issue 4 "Routing"). The state lives in the cache store, changed by
+ * Circuit breaker per provider (docs/architecture.md "Circuit breakers"). The state lives in the cache store, changed by
  * one atomic script per step (lua/breaker.lua), so replicas agree on it. When the cache store
- * fails, an in-process breaker with the same semantics takes over for this replica (DESIGN §10:
- * "breaker state stays local"), counted in metrics and logged at most once per interval. No
+ * fails, an in-process breaker with the same semantics takes over for this replica (breaker state
+ * stays local), counted in metrics and logged at most once per interval. No
  * method ever throws: a breaker that cannot decide lets the request through.
  *
- * It is also routing's BreakerView (DESIGN §6 step 4): every decision a step returns is kept in
+ * It is also routing's BreakerView (docs/architecture.md "The routing chain", step 4): every decision a step returns is kept in
  * memory (which breakers are open, until when), and every `breakers.refresh_seconds` the shared
  * state of each provider is re-read with the read-only `state` step, so breakers other replicas
  * opened show within one beat. The beat runs off the request path: a dead or slow store only

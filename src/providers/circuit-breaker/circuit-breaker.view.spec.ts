@@ -8,7 +8,7 @@ import { MemoryCacheStore } from '../../stores/cache/memory-cache.store';
 import { CircuitBreakerService } from './circuit-breaker.service';
 
 /**
- * The breakers as routing sees them (BreakerView, DESIGN §6 step 4): what this replica's own steps
+ * The breakers as routing sees them (BreakerView, docs/architecture.md "The routing chain", step 4): what this replica's own steps
  * saw, plus a beat that re-reads the shared state so breakers other replicas opened show too.
  * Two services on one in-process store stand for two replicas on one Redis (the Redis case runs
  * end to end in test/chat-breaker-routing.e2e-spec.ts).

@@ -11,7 +11,7 @@ import type {
   GeminiGenerationConfig, GeminiPart, GeminiThinkingConfig,
 } from './gemini.wire';
 
-/** Thinking budgets for Gemini 2.5 when the model's config gives none (providers reference §6.1, Google's compat table). */
+/** Thinking budgets for Gemini 2.5 when the model's config gives none (Google's OpenAI-compatibility table). */
 export const DEFAULT_THINKING_BUDGETS = { low: 1024, medium: 8192, high: 24576 } as const;
 
 /**
@@ -22,7 +22,7 @@ export const DEFAULT_THINKING_BUDGETS = { low: 1024, medium: 8192, high: 24576 }
 export const SKIP_THOUGHT_SIGNATURE = 'skip_thought_signature_validator';
 
 /**
- * `reasoning_effort` → `thinkingConfig` by the model's configured reasoning mode (issue 4, README
+ * `reasoning_effort` → `thinkingConfig` by the model's configured reasoning mode (README
  * "reasoning_effort mapping"):
  * - `budget` (Gemini 2.5): `thinkingBudget` from the model's budgets, else 1024/8192/24576; `none` → 0
  *   when the model can turn thinking off, else no thinkingConfig (the model's default; 2.5 Pro
@@ -96,7 +96,7 @@ function functionResponseBody(content: ChatMessage['content']): Record<string, u
 }
 
 /**
- * Messages → `systemInstruction` + `contents` (providers reference §3.2): system and developer
+ * Messages → `systemInstruction` + `contents`: system and developer
  * messages, wherever they are, become systemInstruction parts in order; user/tool → role `user`,
  * assistant → role `model`; consecutive turns of one role are merged (Gemini wants alternation, and
  * all responses to one step's calls in one turn). A tool message's function name comes from the
@@ -263,8 +263,8 @@ export function modelResource(upstream: string): string {
 
 /**
  * The most requests Google takes in one batchEmbedContents: one more is a 400 INVALID_ARGUMENT
- * "* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch" (not in the
- * providers reference; seen in langchain-ai/langchainjs#4491, vercel/ai#16575, weaviate/weaviate#11277).
+ * "* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch" (not in
+ * Google's docs; seen in langchain-ai/langchainjs#4491, vercel/ai#16575, weaviate/weaviate#11277).
  */
 export const MAX_EMBED_BATCH = 100;
 

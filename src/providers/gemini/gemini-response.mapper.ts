@@ -10,7 +10,7 @@ const CONTENT_FILTER = new Set([
 ]);
 
 /**
- * Gemini `finishReason` → OpenAI (providers reference §3.3): MAX_TOKENS → length; the safety family
+ * Gemini `finishReason` → OpenAI: MAX_TOKENS → length; the safety family
  * (SAFETY, RECITATION, BLOCKLIST, PROHIBITED_CONTENT, SPII, LANGUAGE and the IMAGE_* ones) →
  * content_filter; everything else (STOP, OTHER, FINISH_REASON_UNSPECIFIED, MALFORMED_FUNCTION_CALL,
  * …) → stop. Gemini says STOP after a function call, so a candidate that called a tool finishes
@@ -95,8 +95,8 @@ function durationMs(d: string | undefined): number | undefined {
 /**
  * A non-200 answer → UpstreamError('status') (§3.7). The body is `{error:{code,message,status}}`, or
  * the array form `[{error:…}]`. A bad API key is a 400 with reason API_KEY_INVALID at Google: it is
- * reported as 401 so the routing layer treats it as a misconfigured provider (DESIGN §5 falls back on
- * upstream 401/403). `retry-after` comes from the header, else from `google.rpc.RetryInfo.retryDelay`.
+ * reported as 401 so the routing layer treats it as a misconfigured provider (docs/api.md "Fallback":
+ * upstream 401/403 fall back). `retry-after` comes from the header, else from `google.rpc.RetryInfo.retryDelay`.
  * The provider's message goes into `detail` only.
  */
 export function toStatusError(status: number, bodyText: string, headerRetryAfterMs: number | undefined): UpstreamError {

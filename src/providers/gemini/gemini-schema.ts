@@ -2,7 +2,7 @@ import { ownValue } from '../../common/own-key';
 import { inlineRefs, Schema } from '../json-schema/json-schema';
 
 /**
- * JSON Schema → Gemini's `responseSchema`, an OpenAPI 3.0 subset (providers reference §3.2) that
+ * JSON Schema → Gemini's `responseSchema`, an OpenAPI 3.0 subset that
  * answers 400 INVALID_ARGUMENT "Unknown name …" for any keyword outside it. Used for models whose
  * `structured_output` is `converted_schema` (the ones without `responseJsonSchema`):
  * - `$ref`s are inlined and `$defs`/`definitions` dropped (a recursive schema cannot be, and dispatch

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 /**
  * Gemini returns no usable tool-call ids, and Gemini 3 wants each functionCall's `thoughtSignature`
- * back on the same part in the next request (providers reference §3.8 item 1). OpenAI messages have
+ * back on the same part in the next request. OpenAI messages have
  * no slot for it, so the signature rides inside the synthesised id the client echoes back:
  * `call_<24 hex>` or `call_<24 hex>__ts_<number of '=' removed><signature as unpadded base64url>`.
  * Signatures are standard base64 (protobuf bytes in JSON), so the id is `[A-Za-z0-9_-]` only and

@@ -19,7 +19,7 @@ const only200 = (status: number) => status === 200;
 const structuredOutputOf = (target: UpstreamTarget) => target.structuredOutput ?? DEFAULT_STRUCTURED_OUTPUT;
 
 /**
- * The `gemini` family: Google's native Gemini API (providers reference §3, issue 4). The API key goes
+ * The `gemini` family: Google's native Gemini API. The API key goes
  * in the `x-goog-api-key` header, never in the URL, so no logged URL carries it. Streams use
  * `alt=sse`; without it Google answers with one JSON array, which is also understood.
  */

@@ -42,7 +42,7 @@ export const ERROR_BODY_MAX_BYTES = 64 * 1024;
 
 /**
  * How long `readErrorText` waits for an error status's body. The status alone decides fallback
- * (DESIGN §5 "fallback triggers"), so a body that stalls or drips must not hold the next target back
+ * (docs/api.md "Fallback"), so a body that stalls or drips must not hold the next target back
  * for the total timeout (600 s by default, the only timer on a non-streaming body).
  */
 export const ERROR_BODY_MAX_MS = 2_000;
@@ -57,7 +57,7 @@ class ConnectTimeout extends Error {}
  * a cap would queue streams behind each other (10,000 concurrent streams to one provider must open).
  * Node's agent calls `setKeepAlive` (three or four `setsockopt` calls) every time a socket goes back
  * to the pool, i.e. once per request; the options never change, so the first call is kept and the
- * others are skipped (issue 5's profile: 1.9 % of the gateway's CPU).
+ * others are skipped (1.9 % of the gateway's CPU in the benchmark's profile).
  */
 function upstreamAgent<T extends typeof http.Agent | typeof https.Agent>(Base: T, connectMs: number): InstanceType<T> {
   const agent = new Base({ keepAlive: true, keepAliveMsecs: 15_000, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' }) as InstanceType<T> & {
@@ -105,9 +105,8 @@ const DECODERS: Record<string, () => zlib.Gunzip | zlib.Inflate | zlib.BrotliDec
 const is2xx = (status: number) => status >= 200 && status < 300;
 
 /**
- * The shared upstream HTTP client (DESIGN §2 "keep-alive agents"), on `node:http` / `node:https`
- * directly. DESIGN §2 names axios; issue 5's CPU budget overrules it: on this project's benchmark
- * axios cost ≈ 300 µs of CPU per call over the same request made with `http.request` (config
+ * The shared upstream HTTP client, keep-alive agents on `node:http` / `node:https` directly, not
+ * axios (docs/architecture.md "Upstream HTTP on node:http"): on this project's benchmark axios cost ≈ 300 µs of CPU per call over the same request made with `http.request` (config
  * merging, header objects, its stream plumbing), twice the whole per-request budget (README
  * "Benchmarks").
  *

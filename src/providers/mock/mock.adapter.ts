@@ -6,7 +6,7 @@ import type {
 import { UpstreamError } from '../upstream-error';
 
 /**
- * The offline, deterministic `mock` family (issue 4): answers from the upstream model name, which
+ * The offline, deterministic `mock` family: answers from the upstream model name, which
  * may carry `+`-separated directives so demos and tests can trigger every path:
  *   `slow-<ms>`      delay between stream chunks (and before a JSON answer)
  *   `error-<status>` fail before answering with that upstream status (e.g. error-503, error-429)

@@ -11,7 +11,7 @@ import { capabilitiesFor, OpenAiCompatibleFamily, OpenAiVariant, variantOf } fro
 
 function parseJson<T>(text: string, what: string): T {
   try {
-    // DeepSeek sends blank lines before the JSON while a request is queued (reference §5); JSON.parse skips them.
+    // DeepSeek sends blank lines before the JSON while a request is queued; JSON.parse skips them.
     return JSON.parse(text) as T;
   } catch {
     throw new UpstreamError('protocol', `the ${what} is not JSON (${text.length} bytes)`);

@@ -24,7 +24,7 @@ export function baseUrlOf(target: UpstreamTarget, variant: OpenAiVariant): strin
 }
 
 /**
- * The URL of one operation (providers reference §5). Azure: the deployment URL with `api-version`
+ * The URL of one operation. Azure: the deployment URL with `api-version`
  * when the provider sets `api_version`, else the v1 GA path with the model in the body; a base given
  * as `…/openai` or `…/openai/v1` is accepted too.
  */

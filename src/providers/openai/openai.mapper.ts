@@ -3,7 +3,7 @@
  * format, parameterised by the family's declared variant (variants.ts).
  *
  * reasoning_effort (contract: none|low|medium|high), by the catalogue model's `reasoning.mode`
- * (issue 4 "Provider adapters"; providers reference §1.3, §4, §5, §6.1):
+ * (README "reasoning_effort mapping"):
  *
  *   model mode                 | low / medium / high               | none
  *   ---------------------------+-----------------------------------+----------------------------------
@@ -102,7 +102,7 @@ export function toWireRequest(req: ChatRequest, target: UpstreamTarget, variant:
 }
 
 export function toWireEmbeddingRequest(req: EmbeddingRequest, target: UpstreamTarget, opts: { modelInBody: boolean }): WireEmbeddingRequest {
-  // Always float upstream: the gateway encodes base64 for clients itself (reference §1.7).
+  // Always float upstream: the gateway encodes base64 for clients itself.
   const body: WireEmbeddingRequest = { input: req.input, encoding_format: 'float' };
   if (opts.modelInBody) body.model = target.upstream;
   if (req.dimensions !== undefined) body.dimensions = req.dimensions;
@@ -136,7 +136,7 @@ function fromErrorObject(e: WireErrorObject | string): ParsedError {
 }
 
 /**
- * Reads every error body shape of the compatible families (reference §1.6, §5): OpenAI
+ * Reads every error body shape of the compatible families: OpenAI
  * `{error:{message,type,param,code}}` (Azure adds `status`, `innererror`), top-level
  * `{object:"error",message,type,param,code}` (Mistral, older vLLM), `{error:"string"}` and
  * top-level `{message,type}` (Together), `{detail:…}`; anything else is kept as raw text.
@@ -233,7 +233,7 @@ function reasoningText(m: Partial<Record<'reasoning_content' | 'reasoning', stri
   return undefined;
 }
 
-/** String content, or Magistral's array of text and thinking chunks (reference §5). */
+/** String content, or Magistral's array of text and thinking chunks. */
 function splitContent(content: WireResponseContent | undefined): { text: string | null; thinking?: string } {
   if (content === undefined || content === null) return { text: null };
   if (typeof content === 'string') return { text: content };
@@ -327,7 +327,7 @@ export function fromWireChunk(chunk: WireChunk, variant: OpenAiVariant): MappedC
 // ---------------------------------------------------------------------------------------------
 // Embeddings
 
-/** `embedding` as packed little-endian float32 in base64 (reference §1.7). */
+/** `embedding` as packed little-endian float32 in base64. */
 function decodeBase64Floats(s: string): number[] {
   const buf = Buffer.from(s, 'base64');
   const out: number[] = [];

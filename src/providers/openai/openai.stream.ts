@@ -16,7 +16,7 @@ function parseData(data: string): WireChunk {
 }
 
 /**
- * Turns an OpenAI-compatible SSE body into stream events (providers reference §1.5, §7). Framing
+ * Turns an OpenAI-compatible SSE body into stream events. Framing
  * is readSse's job, so only complete `data` payloads are parsed. Deltas and finishes are yielded as
  * they arrive; usage, which families place on the finish chunk, on a separate `choices: []` chunk
  * or in Groq's `x_groq.usage` (sometimes two of these at once), is reported once, at the end.

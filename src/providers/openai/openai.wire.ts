@@ -1,6 +1,6 @@
 /**
- * OpenAI Chat Completions and Embeddings wire types (providers reference §1, with the §4/§5
- * additions of the compatible families). Used only inside this folder. Everything read from an
+ * OpenAI Chat Completions and Embeddings wire types, with the
+ * additions of the compatible families. Used only inside this folder. Everything read from an
  * upstream is optional: compatible servers differ in what they leave out.
  */
 

@@ -3,7 +3,8 @@ import type { AdapterCapabilities, FinishReason, StructuredOutputMode, UpstreamT
 
 /**
  * The OpenAI-compatible families: one adapter, configured by the quirks each family declares here
- * (STYLE "Provider adapters": variants, never copies). Facts from the providers reference §1, §4, §5.
+ * (variants, never copies: docs/architecture.md "Capabilities, never model names"). Facts from each
+ * provider's API documentation.
  */
 export const OPENAI_COMPATIBLE_FAMILIES = [
   'openai', 'groq', 'azure', 'deepseek', 'mistral', 'together', 'openrouter', 'vllm', 'ollama',
@@ -25,7 +26,7 @@ export interface OpenAiVariant {
   /**
    * `openai`: `{base}/chat/completions`, model in the body. `azure`: the deployment URL
    * `{base}/openai/deployments/{upstream}/…?api-version=…` when the provider has `api_version`,
-   * else the v1 GA path `{base}/openai/v1/…` with the model in the body (reference §5, Azure row).
+   * else the v1 GA path `{base}/openai/v1/…` with the model in the body.
    */
   urlShape: 'openai' | 'azure';
   /** OpenAI/Azure reasoning models reject `max_tokens`; most compatible servers only know it (§1.3). */

@@ -7,11 +7,11 @@ export interface SseEvent {
   data: string;
 }
 
-/** Largest amount of data that may build up without completing an event (providers reference §7.2). */
+/** Largest amount of data that may build up without completing an event (a proxy must bound it). */
 export const MAX_PENDING_EVENT_BYTES = 1024 * 1024;
 
 /**
- * Parses an upstream SSE byte stream per the WHATWG rules (providers reference §7.1) with a real
+ * Parses an upstream SSE byte stream per the WHATWG event-stream rules with a real
  * parser: events split across reads (also inside a UTF-8 character), CRLF/CR/LF line ends, `data:`
  * with or without the space, comments and heartbeats, multi-line data. Yields each event as soon as
  * its blank line arrives.
