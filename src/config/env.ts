@@ -4,7 +4,7 @@ import { ConfigError } from './schema';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-/** The environment variables of DESIGN §4, read once. `process.env` is read in src/config only. */
+/** The environment variables (README "Environment"), read once. `process.env` is read in src/config only. */
 export interface EnvConfig {
   port: number;
   host: string;

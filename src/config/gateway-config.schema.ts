@@ -131,7 +131,7 @@ const limits = obj({
 });
 
 /**
- * The learning loop (DESIGN §6, issue 6): how far back the aggregates look, how often the job
+ * The learning loop (docs/architecture.md "The learning loop"): how far back the aggregates look, how often the job
  * recomputes them, and the outcome weights of y = weights.score·(score/10) + weights.useful·useful (they sum to 1,
  * checked in the loader, so y stays in [0, 1]).
  */
@@ -151,7 +151,7 @@ const section = <S extends Parameters<typeof obj>[0]>(shape: S, path: string) =>
 };
 
 /**
- * The learning router's parameters (DESIGN §6 "One model of uncertainty", issue 7; README
+ * The learning router's parameters (docs/architecture.md "One model of uncertainty"; README
  * "Configuration" says what each one does). Cross-field rules (n_min ≤ n_steady, phase weights
  * summing to 1) are checked in the loader.
  */
@@ -216,7 +216,7 @@ const routing = obj({
 });
 
 /**
- * The circuit breakers (issue 4 "Routing"; DESIGN §6 step 4). Routing reads an in-process view of
+ * The circuit breakers (docs/architecture.md "Circuit breakers"). Routing reads an in-process view of
  * them; other replicas open breakers too, so each replica re-reads the shared state this often.
  */
 const breakers = section({ refresh_seconds: withDefault(num({ min: 0.05, max: 60 }), 1) }, 'breakers');

@@ -90,7 +90,7 @@ describe('loadGatewayConfig', () => {
 });
 
 describe('loadEnv', () => {
-  it('applies the defaults of DESIGN §4', () => {
+  it('applies the documented defaults', () => {
     expect(loadEnv({})).toMatchObject({ port: 8080, configPath: 'config/gateway.yaml', dataDir: '.gateway-data', logLevel: 'info' });
   });
   it('requires a pepper with DATABASE_URL and validates PORT', () => {

@@ -2,8 +2,8 @@ import { keyedMap, ownValue } from '../common/own-key';
 
 /**
  * A small declarative validator for the raw config tree: each node parses `unknown` into a typed
- * value or throws a ConfigError naming the dotted path of the bad field (DESIGN §4, STYLE
- * "Configuration": raw-then-validated, unknown keys refused).
+ * value or throws a ConfigError naming the dotted path of the bad field (docs/architecture.md
+ * "Configuration in one validated file": raw-then-validated, unknown keys refused).
  */
 export class ConfigError extends Error {
   constructor(

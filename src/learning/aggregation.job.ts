@@ -33,7 +33,7 @@ export interface AggregationRun {
 }
 
 /**
- * The learning loop's beat (DESIGN §6 "Learning loop", issue 6): every `learning.refresh_seconds`,
+ * The learning loop's beat (docs/architecture.md "The learning loop"): every `learning.refresh_seconds`,
  * recompute `model_stats` from feedback and traces, then reload the in-memory snapshot from it (a
  * beat that comes before MAX_DUTY allows another recompute only reloads). At start-up the snapshot is
  * loaded from the table as it stands. Every replica runs it; the repository's

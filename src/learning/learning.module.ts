@@ -5,7 +5,7 @@ import { ModelStatsRepository } from './model-stats.repository';
 import { StatsSnapshotService } from './stats-snapshot.service';
 
 /**
- * The learning loop (DESIGN §6): the aggregation job and the in-memory snapshot routing reads
+ * The learning loop (docs/architecture.md "The learning loop"): the aggregation job and the in-memory snapshot routing reads
  * through the `StatsSnapshot` port. The job is exported for the routing benchmark, which drives it
  * in-process.
  */

@@ -13,7 +13,7 @@ export interface AggregationParams {
 export type AggregationResult = 'done' | 'skipped';
 
 /*
- * Replicas all run the job (DESIGN §2: no leader). A transaction-scoped advisory lock, tried without
+ * Replicas all run the job (no leader: docs/architecture.md "Stateless replicas"). A transaction-scoped advisory lock, tried without
  * waiting, lets one of them recompute while the others skip that beat; COMMIT or ROLLBACK releases
  * it, so a replica that dies holds nothing. The statement itself is also safe to run twice: it
  * rebuilds the table from the sources, it never adds to what is there.
@@ -23,8 +23,8 @@ const TRY_LOCK = `SELECT pg_try_advisory_xact_lock(hashtext('routing-gateway:mod
 const CLEAR = 'DELETE FROM model_stats';
 
 /*
- * The whole learning loop in one statement (DESIGN §6 "Learning loop"; the formulas are in
- * README "Feedback and the learning loop"). Derived from the sources every time, so repeated feedback (an upsert),
+ * The whole learning loop in one statement (docs/architecture.md "Statistics are derived, never
+ * accumulated"; the formulas are in README "Feedback and the learning loop"). Derived from the sources every time, so repeated feedback (an upsert),
  * late traces and restarts never double-count.
  *
  *   served     traces of the window (created_at ≥ now − window) that name the pair that answered;

@@ -2,8 +2,8 @@
 export const POOL_ORG = '*';
 
 /**
- * Rolling aggregates per (organisation, provider, model) that routing reads (DESIGN §6 "Learning
- * loop"). Computed by the aggregation job from feedback joined to decision traces; never
+ * Rolling aggregates per (organisation, provider, model) that routing reads (docs/architecture.md
+ * "The learning loop"). Computed by the aggregation job from feedback joined to decision traces; never
  * hand-accumulated. `orgId` '*' is the cross-organisation pool.
  */
 export interface ModelStats {
@@ -16,7 +16,7 @@ export interface ModelStats {
    */
   n: number;
   /**
-   * Outcome y = w_s·(score/10) + w_u·useful in [0, 1] per session (DESIGN §6; weights from config
+   * Outcome y = w_s·(score/10) + w_u·useful in [0, 1] per session (weights from config
    * `learning.weights`, default 0.6 / 0.4): mean and population variance. With n = 0 the outcome,
    * score and useful figures are 0 and carry no information.
    */

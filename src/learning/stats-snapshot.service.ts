@@ -4,8 +4,8 @@ import { ModelStats, POOL_ORG, StatsSnapshot } from './model-stats';
 const keyOf = (orgId: string, provider: string, model: string): string => `${orgId}\u0000${provider}\u0000${model}`;
 
 /**
- * The in-memory copy of `model_stats` that routing and explain read synchronously (DESIGN §6
- * "Learning loop"). The aggregation job replaces it whole after each run; a failed refresh leaves
+ * The in-memory copy of `model_stats` that routing and explain read synchronously (docs/architecture.md
+ * "The learning loop"). The aggregation job replaces it whole after each run; a failed refresh leaves
  * the previous one in place. Readers never see a half-replaced snapshot: the maps are swapped in one
  * assignment.
  */

@@ -13,7 +13,8 @@ import { RoutingExplainService } from './routing-explain.service';
 /**
  * Explain over the real routing chain (firewall, feedback_driven, smart_cost, constraints) with a
  * seeded aggregates snapshot and regression record: the evidence is checked against values computed
- * by hand from DESIGN §6's posterior (n0 = 10, default prior 0.5, no catalogue quality, no traffic
+ * by hand from the posterior of docs/architecture.md "One model of uncertainty" (n0 = 10, default
+ * prior 0.5, no catalogue quality, no traffic
  * so the `auto` signal is absent and the observed mean is the outcome mean).
  */
 const NOW = new Date('2026-03-04T12:00:00.000Z');

@@ -30,7 +30,7 @@ export interface ExplainResult {
 
 const WINDOW_MS = 60_000;
 
-/** Both windows of one call share the organisation's hash tag (DESIGN §2), so one script can touch them on Redis Cluster. */
+/** Both windows of one call share the organisation's hash tag, so one script can touch them on Redis Cluster. */
 export function explainWindows(caller: Caller, limits: { perOrg: number; perKey: number }): WindowCheck[] {
   const tag = `{org:${caller.orgId}}`;
   return [
@@ -45,7 +45,7 @@ function seededRandom(seed: string): () => number {
 }
 
 /**
- * `POST /v1/routing/explain` (contract; DESIGN §5, §6, §10): validate → spend the explain rate
+ * `POST /v1/routing/explain` (docs/api.md): validate → spend the explain rate
  * limit (30/min per organisation and 10/min per key, one atomic step, failing closed) → run the
  * routing chain in dry-run mode → map. Nothing else is touched: no provider, no decision trace, no
  * chat rate limit or monthly budget, no breaker, no counter — which is why this service injects
@@ -73,7 +73,7 @@ export class RoutingExplainService {
     return { locale, body: toExplainJson(decision, locale) };
   }
 
-  /** DESIGN §5: both windows checked and spent in one atomic step; a denied request spends neither. */
+  /** Both windows checked and spent in one atomic step; a denied request spends neither. */
   private async spend(caller: Caller): Promise<void> {
     const { explain_per_minute_per_org: perOrg, explain_per_minute_per_key: perKey } = this.config.gateway.limits;
     const checks = explainWindows(caller, { perOrg, perKey });
@@ -81,7 +81,8 @@ export class RoutingExplainService {
     try {
       d = await this.cache.hitWindows(checks);
     } catch (err) {
-      // DESIGN §10: explain's limits fail closed; its cap protects routing internals.
+      // Explain's limits fail closed: its cap protects routing internals (docs/architecture.md
+      // "Explain's limits fail closed").
       this.metrics.storeErrors.inc({ store: 'cache' });
       this.warning.warn('cache-store:explain-limit', err, { effect: 'routing explain refused (fails closed)' });
       throw new GatewayError('internal', 'Routing explain is unavailable: its rate limiter cannot be reached.', { status: 503 });

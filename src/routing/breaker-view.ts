@@ -1,6 +1,6 @@
 /**
- * The circuit breakers as routing sees them (DESIGN §6 step 4: candidates = route targets minus
- * those whose breaker is open). Read synchronously on the hot path, so it is an in-process view,
+ * The circuit breakers as routing sees them (docs/architecture.md "The routing chain", step 4:
+ * candidates = route targets minus those whose breaker is open). Read synchronously on the hot path, so it is an in-process view,
  * never a store call; CircuitBreakerService implements it (bound in RoutingModule), fakes in tests.
  */
 export abstract class BreakerView {

@@ -15,7 +15,7 @@ import { UpstreamError, UpstreamErrorKind } from '../providers/upstream-error';
 export type CapabilityCheck = (caps: AdapterCapabilities) => string | { param: string; message: string } | undefined;
 
 /**
- * An upstream call that failed through the provider's fault (a fallback trigger, DESIGN §5): which
+ * An upstream call that failed through the provider's fault (a fallback trigger, docs/api.md "Fallback"): which
  * target, and how — the error kind, and the status when it was one. Never any upstream body text.
  * Recorded on the decision trace so the learning loop counts it against the target (README
  * "Feedback and the learning loop").
@@ -103,8 +103,8 @@ export function tracedAttempts(o: DispatchOutcome): { attempts: number; failedAt
 }
 
 /**
- * DESIGN §5: 503 `providers_unavailable` when every breaker is open, whether routing left no target
- * (DESIGN §6 step 4) or dispatch found them all open; Retry-After = seconds until the first open
+ * 503 `providers_unavailable` when every breaker is open, whether routing left no target (step 4
+ * of docs/architecture.md "The routing chain") or dispatch found them all open; Retry-After = seconds until the first open
  * period ends (rounded up, at least 1).
  */
 export function providersUnavailable(reopensInMs: number | undefined): GatewayError {
@@ -113,7 +113,7 @@ export function providersUnavailable(reopensInMs: number | undefined): GatewayEr
 }
 
 /**
- * DESIGN §5 "fallback triggers": network error, timeout, 408, 409, 429, 5xx, and 401/403 (the
+ * The fallback triggers (docs/api.md "Fallback"): network error, timeout, 408, 409, 429, 5xx, and 401/403 (the
  * provider is misconfigured). A broken stream (protocol) counts as a server fault. Other 4xx are the
  * request's fault: no fallback, 400 `upstream_invalid_request`.
  */

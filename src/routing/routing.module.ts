@@ -9,7 +9,7 @@ import { RegressionsModule } from './regressions/regressions.module';
 import { RoutingService } from './routing.service';
 
 /**
- * Routing (DESIGN §6). RoutingService reads the learning snapshot (`StatsSnapshot`) that
+ * Routing (docs/architecture.md "The routing chain"). RoutingService reads the learning snapshot (`StatsSnapshot`) that
  * LearningModule provides, and the breakers' in-process view (`BreakerView`), which the circuit
  * breaker service keeps.
  */

@@ -109,7 +109,8 @@ describe('RoutingService: the chain (rule → template → firewall → constrai
 });
 
 /*
- * DESIGN §6 step 4 with the real breaker service (on an in-process store, with a clock the test
+ * Step 4 of docs/architecture.md "The routing chain" with the real breaker service (on an
+ * in-process store, with a clock the test
  * moves) as routing's BreakerView. Day-zero scores are the catalogue priors: a .8, b .7, c .6.
  */
 describe('RoutingService: candidates minus open breakers', () => {

@@ -44,7 +44,7 @@ const NO_ROUTER: RoutingInsight = {
 };
 
 /**
- * The routing chain of DESIGN §6, one piece of code for live traffic and for explain's dry run:
+ * The routing chain (docs/architecture.md "The routing chain"), one piece of code for live traffic and for explain's dry run:
  * rule → template → firewall → candidates and constraints → strategy → plan. It calls no provider,
  * touches no store and increments no counter (the stats, regressions and breakers it reads are
  * in-memory views), so a dry run has no side effect; dispatch (probes, fallback) belongs to the caller.
@@ -159,7 +159,7 @@ export class RoutingService {
   }
 
   /**
-   * DESIGN §6 step 4: candidates = the part's targets minus those whose breaker is open, then the
+   * Step 4 of the routing chain: candidates = the part's targets minus those whose breaker is open, then the
    * route's constraints (`max_cost_increase` against the route's first target, whatever its strategy).
    */
   private candidatesOf(part: Part, open: ReadonlyMap<string, number>, ctx: StrategyContext): { kept: TargetRef[]; removed: Array<TargetRef & { reason: FilterReason }> } {

@@ -45,12 +45,12 @@ export interface RoutingDecision {
   plan: TargetRef[];
   /** The messages to send: template messages first, placeholders filled (and redacted by the firewall). */
   messages: ChatMessage[];
-  /** What the router knew and how sure it is (explain; the learning strategies fill these, issue 7). */
+  /** What the router knew and how sure it is (explain; the learning strategies fill these). */
   insight: RoutingInsight;
   /** Which firewall rules acted (ids only, never the text that matched); always set by RoutingService. */
   firewall?: { blockedBy: string | null; redactedBy: string[] };
   /**
-   * Set when targets were left out because their circuit breaker is open (DESIGN §6 step 4).
+   * Set when targets were left out because their circuit breaker is open (docs/architecture.md "The routing chain", step 4).
    * `primary`: the first target of the first rule was one of them and that rule orders its targets as
    * listed (direct, ordered), so whatever serves is a fallback (Gateway-Fallback-Used). `retryAfterMs`: until the first of their open periods ends.
    */

@@ -5,7 +5,7 @@ import type { ChatMessage, ContentPart } from '../providers/provider-adapter';
 const PLACEHOLDER = /\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}/g;
 type Inputs = Record<string, string | number | boolean>;
 
-/** One pass, no recursive expansion: a value that itself contains `{{x}}` is inserted as is (DESIGN §6 step 2). */
+/** One pass, no recursive expansion: a value that itself contains `{{x}}` is inserted as is (docs/architecture.md "The routing chain", step 2). */
 function fill(text: string, inputs: Inputs): string {
   return text.replace(PLACEHOLDER, (_, name: string) => {
     if (!Object.prototype.hasOwnProperty.call(inputs, name)) {

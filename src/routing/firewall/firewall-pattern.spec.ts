@@ -37,7 +37,7 @@ describe('FirewallPattern (linear-time matcher)', () => {
     expect(FirewallPattern.compile('x.y').findAll('😀x😀y')).toEqual([[2, 6]]);
   });
 
-  it('is case-insensitive with a leading (?i), as in the DESIGN example', () => {
+  it('is case-insensitive with a leading (?i), as in the documented example', () => {
     const fp = FirewallPattern.compile('(?i)api[_-]?key\\s*[:=]');
     expect(fp.test('my API_KEY = x')).toBe(true);
     expect(fp.test('my Api-Key: x')).toBe(true);

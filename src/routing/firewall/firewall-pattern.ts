@@ -1,6 +1,6 @@
 /**
- * The firewall's own regular-expression engine (issue 7 "Firewall and templates": a rule whose regex
- * can backtrack catastrophically is a config error). Rather than guess which backtracking patterns are
+ * The firewall's own regular-expression engine (docs/architecture.md "The firewall's linear-time
+ * matcher": no rule may backtrack catastrophically). Rather than guess which backtracking patterns are
  * safe, firewall patterns run on a linear-time matcher: the pattern is compiled to a Thompson NFA and
  * simulated over the text with one set of states per position (no backtracking), so matching costs
  * O(text length × pattern states) whatever the pattern. The price is a restricted language (README

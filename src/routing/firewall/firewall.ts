@@ -26,7 +26,7 @@ export interface FirewallOutcome {
 }
 
 /**
- * The LLM firewall (DESIGN §6 step 3): config rules over message text, compiled once at start-up.
+ * The LLM firewall (docs/architecture.md "The routing chain", step 3): config rules over message text, compiled once at start-up.
  * The text scanned is every string content and every text part of every message (template messages
  * included, after placeholders are filled); images, tool-call arguments and names are not scanned.
  * Block rules are checked first, on the text as sent, so a redaction can never hide what a block

@@ -15,7 +15,7 @@ const SHUTDOWN_TIMEOUT_MS = 5_000;
 
 /**
  * Records a `quality_drop` regression when a model's rolling quality falls below its long-run mean
- * by more than `routing.regressions.margin` (issue 7). Runs on its own timer,
+ * by more than `routing.regressions.margin`. Runs on its own timer,
  * every `routing.regressions.check_seconds` (default 60 s: drops are judged over hours, so the
  * learning job's few-second beat would only repeat the same query). Every replica runs it; an
  * advisory lock lets one detect per beat, and the statement never records a pair twice while its last

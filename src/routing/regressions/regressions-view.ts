@@ -1,7 +1,7 @@
 /** How long a regression counts: explain's evidence and the score penalty look back this far (contract "Explain response"). */
 export const REGRESSION_WINDOW_MS = 7 * 24 * 3600 * 1000;
 
-/** Why a regression was recorded (issue 7 "Regressions"); detail never carries prompt text. */
+/** Why a regression was recorded (docs/architecture.md "Regressions"); detail never carries prompt text. */
 export const REGRESSION_REASONS = ['quality_drop', 'experiment_rolled_back'] as const;
 export type RegressionReason = (typeof REGRESSION_REASONS)[number];
 

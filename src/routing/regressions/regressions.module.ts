@@ -6,7 +6,7 @@ import { RegressionsSnapshotService } from './regressions-snapshot.service';
 import { RegressionsView } from './regressions-view';
 
 /**
- * The regression record (issue 7): its table, the in-memory 7-day view routing reads, the recorder
+ * The regression record (docs/architecture.md "Regressions"): its table, the in-memory 7-day view routing reads, the recorder
  * other features call (experiments on rollback), and the quality-drop detector. Its own module so
  * that experiments can import it without importing routing.
  */

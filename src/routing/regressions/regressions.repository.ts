@@ -31,7 +31,7 @@ const LIST_SINCE = `
 const TRY_LOCK = `SELECT pg_try_advisory_xact_lock(hashtext('routing-gateway:regressions')) AS locked`;
 
 /*
- * The quality-drop detector (issue 7 "Regressions"), in one statement. Samples are attributed to the
+ * The quality-drop detector (docs/architecture.md "Regressions"), in one statement. Samples are attributed to the
  * models that served a session exactly as the learning job does (README "Learning loop": a session
  * whose feedback was last given in the window, for each (provider, model) that answered one of its
  * chat requests (chat completions or Responses) successfully), with y = w_s·(score/10) + w_u·useful. Per (org, provider, model):

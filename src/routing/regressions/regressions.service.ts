@@ -4,7 +4,7 @@ import { RegressionsSnapshotService } from './regressions-snapshot.service';
 import type { RegressionReason } from './regressions-view';
 
 /**
- * Records regressions (issue 7 "Regressions"): the quality-drop detector, and experiments when one
+ * Records regressions: the quality-drop detector, and experiments when one
  * is rolled back (`experiment_rolled_back`). Same signature as the experiments module's
  * ExperimentRegressionSink port, so it can be bound to it with `useExisting`. The row is written
  * synchronously (a failure rejects, for the caller to log); this replica's routing view sees it at

@@ -2,7 +2,7 @@ import { ownValue } from '../../common/own-key';
 import type { ModelSpec, TargetRef } from '../../config/gateway-config';
 import type { ChatMessage } from '../../providers/provider-adapter';
 
-/** Tokens a request is expected to use, before it is sent (issue 7 "smart_cost"). */
+/** Tokens a request is expected to use, before it is sent (`smart_cost`, `max_cost_increase`). */
 export interface TokenEstimate {
   input: number;
   output: number;
@@ -34,7 +34,7 @@ export function usageCost(model: ModelSpec | undefined, usage: { prompt_tokens: 
 }
 
 /**
- * Constraint `max_cost_increase` (DESIGN §6 step 4): the candidates whose estimated cost exceeds the
+ * Constraint `max_cost_increase` (docs/architecture.md "The routing chain", step 4): the candidates whose estimated cost exceeds the
  * route's first target's by more than the ratio, i.e. cost > first · (1 + ratio). A candidate with
  * no known cost is kept (nothing shows it is dearer), and when the first target has no known cost
  * the constraint cannot be evaluated and filters nothing.

@@ -5,7 +5,7 @@ import { NormalSampler } from './random';
 import type { StrategyContext, StrategyResult } from './strategy';
 
 /**
- * `feedback_driven` (DESIGN §6): candidates scored by LearnedScorer's posterior; the order is
+ * `feedback_driven` (docs/architecture.md "One model of uncertainty"): candidates scored by LearnedScorer's posterior; the order is
  *
  *   live      Thompson sampling with a decaying exploration rate: one draw per candidate from `ctx.random`,
  *             highest first (the draws also order the fallbacks). Candidate i draws from its posterior

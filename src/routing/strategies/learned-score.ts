@@ -12,8 +12,8 @@ export type SignalWeights = { session: number; auto: number; manual: number; ben
 export type PriorSource = 'catalogue' | 'pool' | 'default';
 
 /**
- * Everything the learning strategies know about one candidate (DESIGN §6 "One model of
- * uncertainty"). `score` is what explain reports and what selection, confidence and exploration
+ * Everything the learning strategies know about one candidate (docs/architecture.md "One model
+ * of uncertainty"). `score` is what explain reports and what selection, confidence and exploration
  * all draw around, so the numbers agree with each other.
  */
 export interface Assessment extends TargetRef {
@@ -43,7 +43,7 @@ const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
 
 /**
  * The learned score of a candidate, per (organisation, provider, model), from the stats snapshot
- * and the regression record (DESIGN §6; README "Configuration", `routing.*`):
+ * and the regression record (README "Configuration", `routing.*`):
  *
  *   phase      from n: cold_start (n < n_min), learning, steady (n ≥ n_steady); it picks the signal
  *              weights w = routing.weights[phase] (session, auto, manual, benchmark; they sum to 1).

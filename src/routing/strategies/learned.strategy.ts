@@ -13,8 +13,8 @@ export interface DrawShares {
 }
 
 /**
- * What feedback_driven and smart_cost share (DESIGN §6 "One model of uncertainty"): the one scorer and
- * the routing params, a candidate's score (also for explain's filtered candidates), and the insight.
+ * What feedback_driven and smart_cost share (docs/architecture.md "One model of uncertainty"): the one
+ * scorer and the routing params, a candidate's score (also for explain's filtered candidates), and the insight.
  */
 export abstract class LearnedStrategy implements RoutingStrategy {
   abstract readonly id: StrategyId;

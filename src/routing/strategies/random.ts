@@ -1,5 +1,5 @@
 /**
- * Seeded randomness for the learning strategies (issue 7: "deterministic under a seeded RNG"):
+ * Seeded randomness for the learning strategies (docs/architecture.md "Seeded randomness"):
  * explain's confidence draws are seeded by the request id so the same request explains the same way.
  */
 

@@ -30,7 +30,7 @@ export function cheapestWithinTolerance(scores: ArrayLike<number>, costs: readon
 }
 
 /**
- * `smart_cost` (issue 7): the cheapest candidate whose learned score (the same posterior as
+ * `smart_cost`: the cheapest candidate whose learned score (the same posterior as
  * feedback_driven) is within `routing.smart_cost.tolerance` of the best. Deterministic in both modes:
  * it does not explore (exploration_rate_effective 0). Fallback order: the other candidates within
  * tolerance by cost, then the rest by score. Confidence = the share of K posterior draws (seeded by

@@ -6,7 +6,7 @@ import { LearnedScorer, RouterParams } from './learned-score';
 import { SmartCostStrategy } from './smart-cost.strategy';
 import type { RoutingStrategy } from './strategy';
 
-/** Strategies by config id; the learning ones share one scorer (one model of uncertainty, DESIGN §6). */
+/** Strategies by config id; the learning ones share one scorer (docs/architecture.md "One model of uncertainty"). */
 export function createStrategies(
   scorer: LearnedScorer,
   params: RouterParams,

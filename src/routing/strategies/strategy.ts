@@ -41,7 +41,7 @@ export interface StrategyResult {
 }
 
 /**
- * A routing strategy (DESIGN §6 step 5): orders the candidates that survived filtering.
+ * A routing strategy (docs/architecture.md "The routing chain", step 5): orders the candidates that survived filtering.
  */
 export interface RoutingStrategy {
   readonly id: StrategyId;
