@@ -15,7 +15,7 @@ export interface ChatCall {
 }
 
 /**
- * Validation of the chat body (contract "Chat completion request", issue 4 "Request handling"):
+ * Validation of the chat body (docs/api.md "POST /v1/chat/completions"):
  * every documented field and range, the other OpenAI fields SDKs send, and nothing else. Hand-written
  * rather than class-validator: it runs on every request, on bodies up to 4 MiB. The first failure is
  * 400 `invalid_request` with `param`; no provider is called.

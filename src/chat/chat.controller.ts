@@ -11,7 +11,7 @@ import { ChatService } from './chat.service';
 export class ChatController {
   constructor(private readonly chat: ChatService) {}
 
-  /** DESIGN §5: 4 MiB cap; bad JSON and bad fields are 400 `invalid_request`. The pipeline answers, the encoder writes. */
+  /** 4 MiB cap; bad JSON and bad fields are 400 `invalid_request`. The pipeline answers, the encoder writes. */
   @Post('completions')
   async complete(@Req() req: GatewayRequest, @JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' }) body: unknown, @Res() res: Response): Promise<void> {
     const call = parseChatBody(body);

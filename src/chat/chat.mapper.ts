@@ -15,7 +15,7 @@ export function usageBody(usage: Usage, timing?: UpstreamTiming): Record<string,
     total_tokens: usage.total_tokens,
   };
   if (usage.reasoning_tokens !== undefined) body.completion_tokens_details = { reasoning_tokens: usage.reasoning_tokens };
-  // DESIGN §5 "streaming headers": usage-derived values also travel in the usage object (Groq's names).
+  // Usage-derived values (docs/api.md "Streaming") also travel in the usage object (Groq's names).
   if (timing) Object.assign(body, timing);
   return body;
 }

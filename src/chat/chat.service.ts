@@ -23,7 +23,7 @@ import { ExperimentRouter, ExperimentSplit } from '../experiments/experiment.rou
 import { inlineProblem, SchemaInlineError } from '../providers/json-schema/json-schema';
 import type { ChatCall } from './chat-request';
 
-/** Refuses a target whose family cannot take a field the request uses (issue 4 "Request handling"). */
+/** Refuses a target whose family cannot take a field the request uses (docs/architecture.md "Capabilities, never model names"). */
 export function capabilityCheck(req: ChatRequest): CapabilityCheck {
   const hasImages = req.messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url'));
   const rf = req.response_format;
@@ -125,12 +125,12 @@ export class ChatService {
       maxCompletionTokens: call.request.max_completion_tokens,
     });
     const outcome: TracedOutcome = { status: 200 };
-    // DESIGN §6 step 6: an active experiment whose baseline is the selected pair may divert or mirror it.
+    // Step 6 of the routing chain: an active experiment whose baseline is the selected pair may divert or mirror it.
     const split = await this.experiments.apply(caller, decision, sessionId, facts.requestId);
     const p: Pending = { scope, decision, split, sessionId, started, outcome };
     let streaming = false;
     try {
-      // DESIGN §5: a firewall block is 400, no provider called, no prompt text in the error.
+      // A firewall block is 400, no provider called, no prompt text in the error.
       if (decision.insight.firewallBlocked) throw new GatewayError('firewall_blocked');
       await this.limits.checkKeyRate(caller, 'chat');
       await this.limits.checkMonthly(caller);
@@ -174,7 +174,7 @@ export class ChatService {
   private async stream(p: Pending, request: ChatRequest, plan: DispatchPlan, supports: CapabilityCheck, ep: ChatEndpoint): Promise<ChatAnswer> {
     const { signal } = plan;
     const requestId = p.scope.facts.requestId;
-    // Fallback stays transparent until the first output: the stream is held until then (DESIGN §5).
+    // Fallback stays transparent until the first output: the stream is held until then (docs/api.md "Streaming").
     const d = await this.dispatch<Opened>(plan, async (adapter, target) => {
       const iterator = (await adapter.chatStream(request, { target, signal, requestId }))[Symbol.asyncIterator]();
       const held: StreamEvent[] = [];

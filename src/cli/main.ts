@@ -13,7 +13,7 @@ import { TenancyService } from '../tenancy/tenancy.service';
 import { CliModule } from './cli.module';
 
 /**
- * The `gateway` command (DESIGN §3): serve, migrate, config check, and organisation/key admin.
+ * The `gateway` command (README "CLI"): serve, migrate, config check, and organisation/key admin.
  * Exit codes: 0 done, 1 failed (one line on stderr, no stack trace), 2 usage error.
  */
 class CliFailure extends Error {}

@@ -11,7 +11,7 @@ export interface EmbeddingsCall {
 }
 
 /**
- * Caps of one request (issue 6 "Embeddings"; the route's 4 MiB body cap applies first):
+ * Caps of one request (docs/api.md "POST /v1/embeddings"; the route's 4 MiB body cap applies first):
  * - 2048 inputs: OpenAI's own per-request limit, the largest of the families served.
  * - 1 MiB of input text in total (UTF-8 bytes), so one request cannot fan out into an unbounded
  *   upstream body; about 250k tokens, above every family's per-request token limit anyway.
@@ -36,7 +36,7 @@ function inputs(v: unknown): string[] {
 }
 
 /**
- * Validation of the embeddings body (contract "Embedding request", issue 6): every field, and
+ * Validation of the embeddings body (docs/api.md "POST /v1/embeddings"): every field, and
  * nothing else. Hand-written like the chat body's. The first failure is 400 `invalid_request` with
  * `param`; no provider is called.
  */

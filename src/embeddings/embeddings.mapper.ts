@@ -34,8 +34,8 @@ export function embeddingsBody(model: string, result: EmbeddingResult, format: E
 }
 
 /**
- * Contract "Embeddings: model not supported": this body, not the gateway's standard error body
- * (DESIGN §5, first row).
+ * Embeddings' "model not supported": this body, not the gateway's standard error body (docs/api.md
+ * "Error body").
  */
 export function modelNotSupportedBody(message: string): { error: { message: string; type: 'invalid_request_error'; code: 'model_not_found'; param: 'model' } } {
   return { error: { message, type: 'invalid_request_error', code: 'model_not_found', param: 'model' } };

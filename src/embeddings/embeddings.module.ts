@@ -6,6 +6,6 @@ import { TracesModule } from '../traces/traces.module';
 import { EmbeddingsController } from './embeddings.controller';
 import { EmbeddingsService } from './embeddings.service';
 
-/** `POST /v1/embeddings` (issue 6): forwarded with fallback to providers that have an embeddings API. */
+/** `POST /v1/embeddings`: forwarded with fallback to providers that have an embeddings API. */
 @Module({ imports: [ProvidersModule, RoutingModule, LimitsModule, TracesModule], controllers: [EmbeddingsController], providers: [EmbeddingsService] })
 export class EmbeddingsModule {}

@@ -16,7 +16,7 @@ import { EmbeddingsCall, parseEmbeddingsBody } from './embeddings-request';
 import { modelNotSupportedBody } from './embeddings.mapper';
 
 /**
- * Issue 6: a model of `type: embedding` served by a family without an embeddings API (Anthropic,
+ * A model of `type: embedding` served by a family without an embeddings API (Anthropic,
  * and the OpenAI-compatible variants that declare none) stops start-up, naming the model's provider
  * field. The config loader is pure and knows no adapters, so the check lives here, beside the code
  * that relies on it (as RoutingService checks strategies). ModelSpec does not say which form the

@@ -2,7 +2,7 @@ import type { ArmStats, ExperimentStats } from './experiment-stats.repository';
 import type { ExperimentArm, ExperimentRecord } from './experiment.record';
 
 /**
- * Composite quality of an arm (issue 8 "Stop rules", README "Experiments"), in [0, 1]:
+ * Composite quality of an arm (docs/architecture.md "Stop rules", README "Traffic and stop rules"), in [0, 1]:
  *
  *   canary  q = 0.5·mean(score/10) + 0.3·useful_rate + 0.2·(1 − error_rate)
  *           samples = sessions with feedback that the arm's own target served
@@ -85,7 +85,7 @@ function summaryOf(e: ExperimentRecord, arm: ExperimentArm, s: ArmStats): ArmSum
   };
 }
 
-/** The stop rule for one active experiment (DESIGN §5 "stop rule"). Pure. */
+/** The stop rule for one active experiment (docs/api.md "Decisions the contract leaves open", stop rule). Pure. */
 export function evaluateStopRule(e: ExperimentRecord, stats: ExperimentStats): StopVerdict {
   const baseline = summaryOf(e, 'baseline', stats.baseline);
   const candidate = summaryOf(e, 'candidate', stats.candidate);

@@ -1,7 +1,6 @@
 /**
- * Where a rolled-back experiment's regression goes (issue 8: "A rollback, manual or automatic,
- * records a regression for the candidate's (provider, model) in the routing issue's regression
- * record"). A port, so ExperimentsService does not depend on routing: ExperimentsModule binds it to
+ * Where a rolled-back experiment's regression goes (a rollback, manual or automatic, records a
+ * regression for the candidate's (provider, model): docs/architecture.md "Regressions"). A port, so ExperimentsService does not depend on routing: ExperimentsModule binds it to
  * RegressionsService (`useExisting`), whose record also feeds routing's in-memory 7-day view.
  */
 export abstract class ExperimentRegressionSink {

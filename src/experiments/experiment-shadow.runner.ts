@@ -41,9 +41,9 @@ class ShadowTimeout extends Error {}
 class ShadowShutdown extends Error {}
 
 /**
- * Shadow copies (issue 8 "In the chat path"): the candidate gets the same request in the background;
+ * Shadow copies (docs/architecture.md "Experiments in the chat path"): the candidate gets the same request in the background;
  * its answer is discarded and its outcome recorded as a decision trace of its own (arm `candidate`,
- * no text: DESIGN §7). The client's response is never delayed or changed: `run` returns before any
+ * no text). The client's response is never delayed or changed: `run` returns before any
  * work starts, the copy has its own AbortController and timeout (a client that disconnects does not
  * abort it; shutdown does), at most `maxInFlight` copies run per process and the excess is dropped
  * and counted, and nothing here throws.

@@ -32,7 +32,7 @@ interface ArmRow {
 }
 
 /*
- * Per-arm aggregates of one experiment (issue 8 "Stop rules"), on Postgres and PGlite alike.
+ * Per-arm aggregates of one experiment (docs/architecture.md "Stop rules"), on Postgres and PGlite alike.
  *
  *   t         the experiment's traces. `<arm>_fallback` rows (experiment.router.ts traceArm) belong to
  *             their arm for the error rate only; `own` rows were served (or failed) on the arm's target.
@@ -42,7 +42,7 @@ interface ArmRow {
  *             rate limit, client gone), not the target's: it counts neither way. Latency and cost over
  *             the arm's own successful requests.
  *   sessions  a session is a sample of an arm when the arm's own target answered one of its requests
- *             successfully; a request that fell back across arms makes no sample (issue 8).
+ *             successfully; a request that fell back across arms makes no sample.
  *   fb        those sessions joined to their feedback (one row per org and session).
  * $1 experiment id, $2 organisation, $3 start of the experiment.
  */

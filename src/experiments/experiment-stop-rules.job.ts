@@ -34,7 +34,7 @@ export interface StopRuleOutcome {
 }
 
 /**
- * The stop rules (issue 8, DESIGN §5): every `intervalMs`, each active experiment's per-arm quality
+ * The stop rules (docs/architecture.md "Stop rules"): every `intervalMs`, each active experiment's per-arm quality
  * is computed from its traces and feedback (experiment-quality.ts has the formula); once both arms
  * have `min_n` samples it is rolled back (actor system, regression recorded for the candidate) or
  * completed with its summary. Every replica runs it: the transitions lock the row and act only on an

@@ -13,7 +13,7 @@ export interface ExperimentJson {
   summary: Record<string, unknown> | null;
 }
 
-/** ISO 8601 in UTC (DESIGN §5). */
+/** ISO 8601 in UTC. */
 const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
 
 export function toExperimentJson(r: ExperimentRecord): ExperimentJson {

@@ -7,7 +7,7 @@ export type ExperimentStatus = 'draft' | 'active' | 'completed' | 'rolled_back';
 export type ExperimentArm = 'baseline' | 'candidate';
 export type ExperimentEventKind = 'created' | 'started' | 'rolled_back' | 'completed' | 'error';
 
-/** Stop-rule inputs (DESIGN §5 defaults: min_n 100, max_regression 0.05). Stored, never returned by the API. */
+/** Stop-rule inputs (defaults: min_n 100, max_regression 0.05). Stored, never returned by the API. */
 export interface StopRule {
   minN: number;
   maxRegression: number;
@@ -32,7 +32,7 @@ export interface ExperimentRecord {
   createdByKeyId: string | null;
 }
 
-/** What a create stores; the row is born `active` with `started_at` = now (DESIGN §5). */
+/** What a create stores; the row is born `active` with `started_at` = now. */
 export interface NewExperiment {
   orgId: string;
   type: ExperimentType;

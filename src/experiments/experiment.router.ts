@@ -18,7 +18,7 @@ export type { ExperimentArm };
  */
 export type TraceArm = ExperimentArm | 'baseline_fallback' | 'candidate_fallback';
 
-/** The experiment step of routing (DESIGN §6 step 6) for one request. */
+/** The experiment step of routing (docs/architecture.md "The routing chain", step 6) for one request. */
 export interface ExperimentSplit {
   /** The targets to dispatch, in order: the candidate first for a canary's candidate arm, else the routed plan unchanged. */
   plan: TargetRef[];
@@ -56,7 +56,7 @@ function experimentsOn(caller: Caller): boolean {
 }
 
 /**
- * The chat path's experiment step (issue 8 "In the chat path"; DESIGN §6 step 6). After routing chose
+ * The chat path's experiment step (docs/architecture.md "Experiments in the chat path"). After routing chose
  * the plan, the organisation's oldest active experiment whose baseline is the selected pair
  * (`plan[0]`) applies:
  * - canary: `traffic_pct` percent of sessions, sticky by a hash of the session id (else of the

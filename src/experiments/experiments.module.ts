@@ -13,7 +13,7 @@ import { ExperimentsRepository } from './experiments.repository';
 import { ExperimentsService } from './experiments.service';
 
 /**
- * Experiments (contract "Experiments", DESIGN §5, §6 step 6): the API, the chat path's experiment
+ * Experiments (docs/api.md "POST /v1/experiments", docs/architecture.md "Experiments in the chat path"): the API, the chat path's experiment
  * step (ExperimentRouter: the canary split and shadow copies) and the stop-rule job. Exports the
  * router for ChatService and the service for whoever needs the active experiments.
  */

@@ -24,7 +24,7 @@ interface ExperimentRow {
 const COLUMNS = `id, org_id, type, status, traffic_pct, baseline_provider, baseline_model, candidate_provider,
   candidate_model, min_n, max_regression, summary, started_at, ended_at, created_at, created_by_key_id`;
 
-/* Newest first (DESIGN §5), served by experiments_org_created_idx; id breaks ties. */
+/* Newest first, served by experiments_org_created_idx; id breaks ties. */
 const LIST_FOR_ORG = `SELECT ${COLUMNS} FROM experiments WHERE org_id = $1 ORDER BY created_at DESC, id DESC`;
 const LIST_ACTIVE_FOR_ORG = `SELECT ${COLUMNS} FROM experiments WHERE org_id = $1 AND status = 'active' ORDER BY created_at, id`;
 /* The stop-rule job's round: every organisation's running experiments. */

@@ -33,7 +33,7 @@ const DEFAULT_ACTIVE_CACHE_TTL_MS = 1_000;
 const NOT_FOUND_MESSAGE = 'No experiment with this id in the organisation.';
 const STORE_DOWN_MESSAGE = 'The experiments store is unavailable.';
 
-/** The create budget's sliding window; the hash tag keeps the key on the organisation's slot (DESIGN §2). */
+/** The create budget's sliding window; the hash tag keeps the key on the organisation's slot. */
 const createsKey = (orgId: string): string => `exp:{org:${orgId}}:creates`;
 /**
  * The organisation's experiments version: a fresh random token written after every state change of
@@ -44,14 +44,14 @@ const createsKey = (orgId: string): string => `exp:{org:${orgId}}:creates`;
  */
 const versionKey = (orgId: string): string => `exp:{org:${orgId}}:version`;
 const VERSION_TTL_MS = 86_400_000;
-/** `regressions.reason` of a rolled-back experiment's candidate (issue 8, issue 7 "Regressions"). */
+/** `regressions.reason` of a rolled-back experiment's candidate (docs/architecture.md "Regressions"). */
 export const ROLLBACK_REGRESSION_REASON = 'experiment_rolled_back';
 
 /**
- * The Experiments API's rules (contract "Experiments", DESIGN §5): validation beyond the DTO, the
+ * The Experiments API's rules (docs/api.md "POST /v1/experiments"): validation beyond the DTO, the
  * per-organisation create budget, the state table, and lifecycle events written in the same
- * transaction as the state change they record (DESIGN §7). Every analytics-store failure is 503
- * `internal` and, the transaction being rolled back, changes nothing (DESIGN §10).
+ * transaction as the state change they record. Every analytics-store failure is 503
+ * `internal` and, the transaction being rolled back, changes nothing (docs/architecture.md "Degrade, never hang").
  *
  * Create budget (`limits.experiment_creates_per_hour`, default 20 per organisation): a sliding
  * window in the cache store, spent by every create that passed validation (so 409s count). When the
@@ -87,7 +87,7 @@ export class ExperimentsService {
   }
 
   /**
-   * DESIGN §5 order after the guards and the body cap: schema (DTO) → catalogue, pair and stop-rule
+   * The documented order (docs/api.md "Check order") after the guards and the body cap: schema (DTO) → catalogue, pair and stop-rule
    * rules (`invalid_body`) → `invalid_traffic_pct` → budget (429) → one active per pair (409, held
    * by the database's unique index, so concurrent creates on any replica cannot both win).
    */
@@ -258,7 +258,7 @@ export class ExperimentsService {
   }
 
   /**
-   * A side of an experiment is a (provider id, catalogue model id) pair (DESIGN §4): the provider
+   * A side of an experiment is a (provider id, catalogue model id) pair: the provider
    * must be configured, the model must be a chat model of the catalogue, served by that provider.
    */
   private catalogueTarget(t: TargetDto, side: 'baseline' | 'candidate'): TargetRef {
@@ -305,7 +305,7 @@ export class ExperimentsService {
     });
   }
 
-  /** Runs analytics-store work; a store failure becomes 503 `internal` (DESIGN §10). The gateway's own errors pass through. */
+  /** Runs analytics-store work; a store failure becomes 503 `internal`. The gateway's own errors pass through. */
   private async analytics<T>(work: () => Promise<T>): Promise<T> {
     try {
       return await work();
@@ -343,8 +343,8 @@ export class ExperimentsService {
   }
 
   /**
-   * A rollback, manual or automatic, is a regression of the candidate pair (issue 8; explain's
-   * evidence counts it). Written after the state change committed; a failure here is logged and
+   * A rollback, manual or automatic, is a regression of the candidate pair (explain's evidence
+   * counts it). Written after the state change committed; a failure here is logged and
    * counted and never undoes or fails the rollback.
    */
   private async recordRegression(e: ExperimentRecord, detail: Record<string, unknown>): Promise<void> {

@@ -9,7 +9,7 @@ export interface FeedbackRecord {
 }
 
 /*
- * DESIGN §5: one row per (org, session_id); a later submission replaces the answer and moves
+ * One row per (org, session_id); a later submission replaces the answer and moves
  * `updated_at`, `created_at` keeps the first. No check that the session's traces exist: they are
  * written asynchronously and may land after the feedback.
  */

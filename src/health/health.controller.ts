@@ -3,7 +3,7 @@ import type { Response } from 'express';
 import { Public } from '../common/auth/auth.decorators';
 import { HealthService, StoreName } from './health.service';
 
-/** Kubernetes probes; public (DESIGN §5 "health auth"), bodies carry no secrets. */
+/** Kubernetes probes; public (docs/api.md "Authentication"), bodies carry no secrets. */
 @Public()
 @Controller('health')
 export class HealthController {

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
- * The Prometheus registry of this process (DESIGN §9). Features register their own counters on
+ * The Prometheus registry of this process (docs/operations.md "Metrics"). Features register their own counters on
  * `registry`; the request counters and latency histogram live here.
  */
 @Injectable()

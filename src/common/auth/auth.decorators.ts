@@ -6,7 +6,7 @@ import { RequireConfirmation, RequireFeature, RequirePermission } from './auth.m
 export { Public } from './auth.metadata';
 
 /**
- * The contract's check order, encoded once (DESIGN §5): 401 (global guard) → 403 permission →
+ * The contract's check order, encoded once (docs/api.md "Check order"): 401 (global guard) → 403 permission →
  * 403 plan/feature → 400 missing_confirmation; the body (400s) is parsed after all guards.
  */
 export function ExperimentsEndpoint(permission: Permission): MethodDecorator & ClassDecorator {

@@ -1,5 +1,5 @@
 /**
- * The one error catalogue: code → HTTP status (contract "Errors", DESIGN §5). Typed so that an
+ * The one error catalogue: code → HTTP status (docs/api.md "Errors"). Typed so that an
  * unknown code does not compile.
  */
 export const ERROR_CATALOGUE = {

@@ -33,7 +33,7 @@ export class GatewayError extends Error {
     this.headers = opts.headers;
   }
 
-  /** The contract's standard error body (DESIGN §5: `param` where a field is at fault). */
+  /** The contract's standard error body (docs/api.md "Error body": `param` where a field is at fault). */
   toBody(): { error: Record<string, string | number> } {
     const error: Record<string, string | number> = { type: 'error', code: this.code, message: this.message };
     if (this.param !== undefined) error.param = this.param;

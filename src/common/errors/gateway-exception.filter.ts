@@ -44,7 +44,7 @@ export class GatewayExceptionFilter implements ExceptionFilter {
       if (!(exception instanceof GatewayError) && !(exception instanceof HttpException)) {
         this.logger.unexpected(req, exception);
       }
-      // A GatewayError's cause is not logged: upstream error bodies can echo key fragments (DESIGN §9).
+      // A GatewayError's cause is not logged: upstream error bodies can echo key fragments.
       status = err.status;
       body = err.toBody();
       headers = err.headers;

@@ -10,7 +10,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * Request id (taken from `x-request-id` when well-formed, else generated, always echoed), in-flight
- * tracking for draining, and on completion one access log line and the request metrics (DESIGN §9).
+ * tracking for draining, and on completion one access log line and the request metrics.
  */
 @Injectable()
 export class RequestContextMiddleware implements NestMiddleware {

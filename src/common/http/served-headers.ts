@@ -16,7 +16,7 @@ export function setServedHeaders(req: GatewayRequest, res: Response, served: { p
 
 /**
  * Writes a JSON response directly: Express's `res.json` → `res.send` re-parses the content type
- * and builds the body twice over on every response (issue 5's profile), for nothing an API needs.
+ * and builds the body twice over on every response (visible in the benchmark's profile), for nothing an API needs.
  */
 export function sendJson(res: Response, status: number, body: unknown): void {
   const text = JSON.stringify(body);

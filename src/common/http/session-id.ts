@@ -1,7 +1,7 @@
 import { GatewayError } from '../errors/gateway-error';
 
 /**
- * The session id rule (DESIGN §5): at most 128 characters of [A-Za-z0-9._:-]. One definition for the
+ * The session id rule (docs/api.md "Request id and session id"): at most 128 characters of [A-Za-z0-9._:-]. One definition for the
  * `gateway-session-id` header of chat and the `session_id` of feedback (contract "Feedback request":
  * "the id sent in the gateway-session-id header"), so the two can never disagree.
  */

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 
 /**
- * In-flight request count and the draining flag (DESIGN §10 SIGTERM): readiness turns 503 as soon
+ * In-flight request count and the draining flag (docs/architecture.md "Graceful shutdown"): readiness turns 503 as soon
  * as draining starts; shutdown waits until in-flight reaches zero or the drain timeout passes.
  */
 @Injectable()

@@ -3,7 +3,7 @@ import type { LogLevel } from '../../config/env';
 
 /**
  * The process logger: pino JSON lines. Nothing here logs headers or bodies; the redact list is a
- * second line of defence for fields that must never appear (DESIGN §9).
+ * second line of defence for fields that must never appear (docs/architecture.md "No prompt text stored or logged").
  *
  * Standard output is written asynchronously (pino's default is one blocking write(2) per line, i.e.
  * per request): lines that arrive while a write is in flight go out together in the next one, and a

@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import { errorMessage } from '../errors/error-message';
 
 /**
- * Logs a degradation at most once per interval per topic (DESIGN §10: "each degradation is counted
- * and logged at most once per interval"); the caller counts every occurrence in metrics.
+ * Logs a degradation at most once per interval per topic (docs/architecture.md "Degrade, never
+ * hang"); the caller counts every occurrence in metrics.
  */
 export class ThrottledWarning {
   private readonly last = new Map<string, number>();

@@ -6,7 +6,7 @@ import { EXPERIMENT_TYPES, type ExperimentType } from '../experiment.record';
  * The schema of `POST /v1/experiments` (contract "Endpoints"). Unknown keys and schema failures are
  * 400 `invalid_body` naming the field (DtoPipe: whitelist + forbidNonWhitelisted). Rules that need
  * the catalogue, the pair comparison and the `traffic_pct` range (its own code, checked after every
- * `invalid_body` rule: DESIGN §5 check order) live in ExperimentsService.
+ * `invalid_body` rule: docs/api.md "Check order") live in ExperimentsService.
  */
 
 export class TargetDto {
@@ -27,7 +27,7 @@ export class StopRuleDto {
   @Max(0.5)
   max_regression?: number | null;
 
-  /** DESIGN §5: 1..1,000,000. */
+  /** 1..1,000,000. */
   @IsOptional()
   @IsInt()
   @Min(1)
