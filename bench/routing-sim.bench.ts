@@ -1,5 +1,5 @@
 /**
- * `npm run bench:routing`: the learning benchmark (issue 7, "The learning benchmark"). A benchmark,
+ * `npm run bench:routing`: the learning benchmark (README "Learning (`npm run bench:routing`)"). A benchmark,
  * not a test: it runs under jest only because jest already transforms TypeScript and PGlite here;
  * the file name (`*.bench.ts`) keeps it out of `npm test`'s testMatch. It asserts nothing.
  *

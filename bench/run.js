@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * `npm run bench [-- options]`: what the gateway costs (issue 5). Builds the gateway from the working
+ * `npm run bench [-- options]`: what the gateway costs. Builds the gateway from the working
  * tree, starts a zero-latency fake upstream and the gateway on loopback, drives load, and writes
  * bench/results/latest.json plus a Markdown table on stdout.
  *

@@ -1,5 +1,5 @@
 /**
- * Smoke test of the benchmark harness (issue 5): a quick run of `node bench/run.js --quick --soak`
+ * Smoke test of the benchmark harness: a quick run of `node bench/run.js --quick --soak`
  * as a child process (it builds the gateway into bench/.build/, starts the fake upstream and the
  * gateway on loopback, drives a few hundred milliseconds of each load). Checks the report's shape —
  * every section present with numbers — and that every request succeeded. The figures themselves are

@@ -6,10 +6,10 @@ import { startTestApp, TestApp } from './support/app';
 import { describeWithRedis, TEST_REDIS_URL } from './support/real-servers';
 
 /**
- * DESIGN §6 step 4 end to end: candidates are the route's targets minus those whose breaker is
+ * Step 4 of docs/architecture.md "The routing chain" end to end: candidates are the route's targets minus those whose breaker is
  * open. Once real upstream failures open a provider's breaker, chat no longer calls it and is served
  * by the next target, explain lists it as `breaker_open`, and a model whose every target is open is
- * 503 `providers_unavailable` with Retry-After (DESIGN §5), no upstream called. With two replicas on
+ * 503 `providers_unavailable` with Retry-After, no upstream called. With two replicas on
  * one Redis, the replica that did not see the failures learns of the open breaker on its refresh beat.
  */
 const yaml = (o: { flaky: string; steady: string; flakyUrl: string; steadyUrl: string; org: string; key: string; refreshSeconds?: number }) => `

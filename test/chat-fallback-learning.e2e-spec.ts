@@ -65,7 +65,7 @@ describe('failed fallback attempts reach the learning loop (chat, official clien
     const json = await c.chat.completions.create({ model: 'auto', messages }).withResponse();
     expect([json.data.model, json.response.headers.get('gateway-fallback-used')]).toEqual(['s', 'true']);
 
-    // Stream: the first target answers 502 before any output, the fallback serves (held stream, DESIGN §5).
+    // Stream: the first target answers 502 before any output, the fallback serves (held stream, docs/api.md "Streaming").
     flaky.next({ errorStatus: 502 });
     steady.next({ text: 'streamed answer' });
     const stream = await c.chat.completions.create({ model: 'auto', messages, stream: true });
@@ -95,7 +95,7 @@ describe('failed fallback attempts reach the learning loop (chat, official clien
       { selected_provider: 'steady', status: 200, error_code: null, fallback_used: true, attempts: 2, failed_attempts: [{ provider: 'flaky', model: 'f', error: 'status', status: 502 }] },
       { selected_provider: null, status: 502, error_code: 'upstream_error', fallback_used: false, attempts: 1, failed_attempts: [{ provider: 'flaky', model: 'f', error: 'status', status: 500 }] },
     ]);
-    // DESIGN §7: no prompt text, no upstream key, no upstream body anywhere in the rows.
+    // No prompt text, no upstream key, no upstream body anywhere in the rows.
     const stored = JSON.stringify((await t.app.get(SqlStore).query('SELECT * FROM decision_traces', [])).rows);
     for (const secret of [SECRET_PROMPT, 'sk-flaky-secret', 'sk-steady-secret', KEY]) expect(stored).not.toContain(secret);
 

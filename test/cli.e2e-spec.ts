@@ -1,5 +1,5 @@
 /**
- * The `gateway` CLI (issue 3 "Tenancy and auth", DESIGN §3), run in-process through runCli(argv):
+ * The `gateway` CLI (README "CLI"), run in-process through runCli(argv):
  * exit codes 0/1/2, one-line errors on stderr, keys printed once and stored only as hashes, and
  * keys made by the CLI accepted (then refused once revoked) by the real app on the same database.
  */
@@ -14,7 +14,7 @@ import { ProbeController } from './support/probe.controller';
 import { describeWithPostgres } from './support/real-servers';
 
 const SHIPPED_CONFIG = join(__dirname, '..', 'config', 'gateway.yaml');
-/** Every variable the CLI reads (DESIGN §4); each test sets its own and gets the rest unset. */
+/** Every variable the CLI reads (README "Environment"); each test sets its own and gets the rest unset. */
 const CLI_ENV = [
   'GATEWAY_CONFIG', 'GATEWAY_DATA_DIR', 'DATABASE_URL', 'REDIS_URL', 'VECTOR_DATABASE_URL', 'GATEWAY_KEY_PEPPER', 'LOG_LEVEL', 'PORT', 'HOST',
 ];

@@ -8,7 +8,7 @@ import { fakeEmbedding as openaiVector, OpenAiFake } from './fakes/openai-fake';
 import { PRO_KEY, startTestApp, TestApp } from './support/app';
 
 /**
- * `POST /v1/embeddings` (issue 6) through the official `openai` SDK and raw HTTP, against fake
+ * `POST /v1/embeddings` through the official `openai` SDK and raw HTTP, against fake
  * upstreams speaking OpenAI's and Gemini's wire formats.
  */
 let t: TestApp;

@@ -1,5 +1,5 @@
 /**
- * Experiments in the traffic (issue 8 "In the chat path", "Stop rules"; DESIGN §5, §6 step 6, §7):
+ * Experiments in the traffic (docs/architecture.md "Experiments in the chat path", "Stop rules"):
  * the canary split and its stickiness, shadow copies that never touch the client's response,
  * rollback and the kill switch taking effect on the next request (also across two replicas sharing
  * a real Postgres and Redis), and the stop-rule job on seeded traces and feedback (PGlite and real

@@ -1,6 +1,6 @@
 /**
- * Experiments API through HTTP (contract "Experiments", "States and transitions", "Events", the
- * experiments rows of "Errors" and "Limits"; DESIGN §5, §7, §10): every error row, the check order,
+ * Experiments API through HTTP (docs/api.md "GET /v1/experiments", "POST /v1/experiments",
+ * "POST /v1/experiments/{id}/rollback", "Errors", "Check order"): every error row, the check order,
  * the state table, concurrent creates, byte-identical 404s and the lifecycle events each call writes.
  * The main suite runs on PGlite; a smaller one, the concurrency and the Postgres-down cases run on a
  * real Postgres.

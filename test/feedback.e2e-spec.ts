@@ -10,7 +10,7 @@ import { FaultProxy } from './support/fault-proxy';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { describeWithPostgres } from './support/real-servers';
 
-/** `POST /v1/feedback` (contract "Feedback request", issue 6) and the learning loop it feeds, through HTTP. */
+/** `POST /v1/feedback` (docs/api.md "POST /v1/feedback") and the learning loop it feeds, through HTTP. */
 const BURST_KEY = 'gw-feedback-burst';
 const BETA_KEY = 'gw-feedback-beta';
 const YAML = `

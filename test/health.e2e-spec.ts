@@ -1,5 +1,5 @@
 /**
- * Health endpoints (contract "Health endpoints", DESIGN §5 "health auth", §10): public, no secrets,
+ * Health endpoints (docs/api.md "Health"; docs/architecture.md "Degrade, never hang"): public, no secrets,
  * each store up and down for real — a stopped Redis, a closed port, a Redis that never answers, a
  * Postgres stopped mid-run — answered within a bound and without crashing the process.
  */

@@ -12,8 +12,8 @@ import { FREE_KEY, NO_FEATURES_KEY, PRO_KEY, READ_ONLY_KEY, startTestApp, TestAp
 import { describeWithRedis, TEST_REDIS_URL } from './support/real-servers';
 
 /**
- * `POST /v1/routing/explain` through HTTP against the real app (contract "POST /v1/routing/explain",
- * its rows of Errors and Limits, Authentication item 3; DESIGN §5, §10; issue 7). Every organisation
+ * `POST /v1/routing/explain` through HTTP against the real app (docs/api.md "POST /v1/routing/explain",
+ * "Errors", "Authentication"). Every organisation
  * below serves one group of tests, so the 30/min organisation window of one group never leaks into another.
  */
 const upstream = new OpenAiFake({ variant: 'openai' });

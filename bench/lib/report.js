@@ -1,11 +1,11 @@
 'use strict';
-/** The Markdown tables of a bench report, and the issue-5 budget checked against it. */
+/** The Markdown tables of a bench report, and the performance budget (docs/architecture.md "Performance budget") checked against it. */
 
 const fmt = (x, digits = 2) => (x === null || x === undefined || Number.isNaN(x) ? '—' : typeof x === 'number' ? x.toFixed(digits) : String(x));
 /** "median (min–max)" of a { median, min, max } summary. */
 const mm = (s, digits = 2) => (s && s.median !== null && s.median !== undefined ? `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})` : '—');
 
-/** The budget of issue 5; `met` is null when the section was not run. */
+/** The performance budget; `met` is null when the section was not run. */
 function evaluateBudget(report) {
   const chat = report.sections.chat?.levels ?? [];
   const at = (c) => chat.find((l) => l.connections === c);

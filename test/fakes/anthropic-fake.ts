@@ -1,6 +1,6 @@
 import { DEFAULT_TEXT, FakeResponse, FakeUpstream, pieces, RecordedRequest, Scenario } from './fake-upstream';
 
-/** Anthropic's error `type` per HTTP status (providers reference §2.5). */
+/** Anthropic's error `type` per HTTP status. */
 const ERROR_TYPES: Record<number, string> = {
   400: 'invalid_request_error',
   401: 'authentication_error',
@@ -36,7 +36,7 @@ type Block =
   | { type: 'tool_use'; id: string; name: string; arguments: string };
 
 /**
- * A fake Anthropic Messages API (providers reference §2) on 127.0.0.1, rendering every Scenario
+ * A fake Anthropic Messages API on 127.0.0.1, rendering every Scenario
  * field in the real wire format: `POST /v1/messages`, JSON Messages or SSE with `event:` lines
  * (`message_start` with input usage, content blocks for thinking with a `signature_delta`, text,
  * tool_use with `input_json_delta` fragments, `message_delta` with the stop reason and cumulative
@@ -62,7 +62,7 @@ type Block =
  * events are framed here and written through FakeResponse.write (which applies delivery/byte-split).
  */
 export class AnthropicFake extends FakeUpstream {
-  /** A scenario answering 529 overloaded_error before the stream (providers reference §2.7 gotcha 8). */
+  /** A scenario answering 529 overloaded_error before the stream (what Anthropic sends when overloaded). */
   static overloaded(retryAfter?: number): Scenario {
     return { errorStatus: 529, retryAfter };
   }

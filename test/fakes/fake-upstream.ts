@@ -2,7 +2,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
- * What a fake upstream does for one request (providers reference §7.4). Each family's fake renders
+ * What a fake upstream does for one request: a success, an error status, or one of the stream
+ * faults real providers and proxies have shown. Each family's fake renders
  * the same scenario in its own wire format, so one provider contract suite drives them all.
  */
 export interface Scenario {

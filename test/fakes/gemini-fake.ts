@@ -1,7 +1,7 @@
 import { DEFAULT_TEXT, FakeResponse, FakeUpstream, pieces, RecordedRequest, Scenario } from './fake-upstream';
 
 /**
- * Gemini-only switches on top of the shared Scenario (providers reference §7.4 "for Gemini").
+ * Gemini-only switches on top of the shared Scenario (the Gemini-specific stream and error cases).
  * Pass them with `fake.next({ ... } as GeminiScenario)`.
  */
 export interface GeminiScenario extends Scenario {
@@ -59,7 +59,7 @@ export function fakeEmbedding(text: string, dims?: number): number[] {
 }
 
 /**
- * A fake of Google's native Gemini API (providers reference §3) on 127.0.0.1:
+ * A fake of Google's native Gemini API on 127.0.0.1:
  * `POST /models/{m}:generateContent`, `:streamGenerateContent?alt=sse` (CRLF framing unless the
  * scenario sets `lineEnding`, no `event:` lines, no [DONE]; the stream just ends; without `alt=sse`
  * a JSON array), `:embedContent` and `:batchEmbedContents` (more than 100 requests in one batch is

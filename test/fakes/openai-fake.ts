@@ -1,8 +1,7 @@
 import { DEFAULT_TEXT, FakeResponse, FakeUpstream, pieces, RecordedRequest, Scenario } from './fake-upstream';
 
 /**
- * A fake upstream speaking the OpenAI Chat Completions and Embeddings wire format (providers
- * reference §1), with the differences of two variants:
+ * A fake upstream speaking the OpenAI Chat Completions and Embeddings wire format, with the differences of two variants:
  *   groq:  usage with `queue_time`/`prompt_time`/`completion_time`/`total_time`; in streams the
  *          finish chunk carries `x_groq.usage` (and, when `include_usage` was asked, a separate
  *          `choices: []` usage chunk follows as well: both at once, §4); `message.reasoning`.
@@ -147,7 +146,7 @@ export class OpenAiFake extends FakeUpstream {
     return req.headers.authorization === `Bearer ${this.apiKey}`;
   }
 
-  /** The provider's error body (reference §1.6; Azure adds `status`/`innererror`, §5). */
+  /** The provider's error body (Azure adds `status`/`innererror`). */
   errorBody(status: number): unknown {
     const byStatus: Record<number, { message: string; type: string | null; code: string | null; param?: string }> = {
       400: { message: "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", type: 'invalid_request_error', code: 'unsupported_parameter', param: 'max_tokens' },

@@ -1,7 +1,7 @@
 /**
  * The aggregation job's statement against a seeded set of traces and feedback, with every expected
- * figure computed by hand below. One suite, run on PGlite and on a real Postgres (issue 6 "Tests":
- * "aggregation on both SQL adapters").
+ * figure computed by hand below. One suite, run on PGlite and on a real Postgres (the same SQL
+ * runs on both adapters).
  */
 import type { ModelStats } from '../../src/learning/model-stats';
 import type { FailedAttempt } from '../../src/routing/dispatcher.service';

@@ -143,7 +143,7 @@ export function providerContract(name: string, setup: () => Promise<ContractSetu
       expect((await upstreamError(s.adapter.chat(REQ, ctx(s.target())))).status).toBe(status);
     });
 
-    // The status decides fallback and the client's error (DESIGN §5): an error body that cannot be
+    // The status decides fallback and the client's error (docs/api.md "Fallback"): an error body that cannot be
     // read whole must not turn it into a network or protocol failure, nor leave a fragment in detail.
     it.each([503, 429, 400])('an error status %i whose body is cut mid-way keeps the status, and no fragment of the body', async (status) => {
       s.fake.next({ errorStatus: status, retryAfter: 2, errorBody: 'cut' });

@@ -84,7 +84,7 @@ export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixt
     });
 
     describe('hitWindows', () => {
-      /** The explain limits of DESIGN §5 in miniature: 30 per organisation AND 10 per key. */
+      /** The explain limits (docs/api.md "POST /v1/routing/explain") in miniature: 30 per organisation AND 10 per key. */
       const explain = (apiKey: string): WindowCheck[] => [
         { key: key('explain:org'), limit: 30, windowMs: W },
         { key: key(`explain:key:${apiKey}`), limit: 10, windowMs: W },
@@ -287,7 +287,7 @@ export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixt
     });
 
     describe('breaker', () => {
-      /** Issue 4's numbers; random 0.5 means no jitter, so open times are exact. */
+      /** The documented defaults (docs/architecture.md "Circuit breakers"); random 0.5 means no jitter, so open times are exact. */
       const P: BreakerParams = {
         failureThreshold: 5,
         windowMs: 10_000,

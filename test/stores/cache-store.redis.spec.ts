@@ -51,7 +51,7 @@ function memoryLogger() {
 }
 
 /**
- * DESIGN §10: a dead or silent Redis never hangs a call and never crashes the process. These need
+ * docs/architecture.md "Degrade, never hang": a dead or silent Redis never hangs a call and never crashes the process. These need
  * no real server, so they run everywhere.
  */
 describe('RedisCacheStore without a reachable server', () => {
