@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * `npm run bench:floor`: what the performance budget (docs/architecture.md "Performance budget") is measured against on this machine. The same
- * non-streaming load as `npm run bench`'s chat section (autocannon, warm-up, 32 connections, the
+ * `npm run bench:floor`: what the performance budget (docs/architecture.md "Performance budget") is
+ * measured against on this machine. The same non-streaming load as `npm run bench`'s chat section (autocannon, warm-up, 32 connections, the
  * median of 3 runs) against the fake upstream directly and through two reference proxies that do the
  * least a Node.js gateway must (bench/lib/floor-proxy.js: parse the body, call the upstream over
  * keep-alive, parse and re-serialise the answer), on plain node:http and as an Express route. Prints
