@@ -46,7 +46,7 @@ export class AppModule implements NestModule {
       providers: [
         // The API-key guard lives here, where TenancyModule provides its authenticator.
         ApiKeyGuard,
-        // useExisting, so tests can overrideProvider the concrete classes (STYLE "Layout").
+        // useExisting, so tests can overrideProvider the concrete classes.
         { provide: APP_GUARD, useExisting: ApiKeyGuard },
         { provide: APP_FILTER, useExisting: GatewayExceptionFilter },
       ],

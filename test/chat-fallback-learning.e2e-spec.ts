@@ -10,7 +10,7 @@ import { startTestApp, TestApp } from './support/app';
  * A target that fails and is rescued by fallback is still a failure to the learning loop (README
  * "Feedback and the learning loop"): chat's decision traces record the failed attempts, and the
  * aggregation job counts each as a failed request of its target, so the `auto` signal's success rate
- * of a provider that fails behind a fallback is no longer 1.
+ * of a provider that fails behind a fallback falls below 1.
  */
 const KEY = 'gw-fallback-learning-rw';
 const SECRET_PROMPT = 'the prompt text that must never be stored';

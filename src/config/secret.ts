@@ -2,7 +2,7 @@ import { inspect } from 'node:util';
 
 /**
  * A secret value (API key, provider key, pepper). Logging, `String()`, `JSON.stringify` and
- * `util.inspect` all print a redaction; only `reveal()` gives the value (STYLE "Provider adapters").
+ * `util.inspect` all print a redaction; only `reveal()` gives the value.
  */
 export class Secret {
   readonly #value: string;

@@ -161,7 +161,7 @@ export interface AdapterCapabilities {
 }
 
 /**
- * A provider family (STYLE "Provider adapters"): maps the normalised request to its wire format and
+ * A provider family: maps the normalised request to its wire format and
  * back. No retries, fallback, breakers or stores here: the routing layer owns those. Every failure is
  * an UpstreamError.
  */

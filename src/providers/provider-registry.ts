@@ -12,7 +12,7 @@ import type { ProviderAdapter, ResolvedTimeouts, UpstreamTarget } from './provid
 
 type AdapterFactory = (http: UpstreamHttp) => ProviderAdapter;
 
-/** One line per family: the config's `family` values (STYLE "Provider adapters"). */
+/** One line per family: the config's `family` values. */
 const FAMILIES = {
   openai: (http) => createOpenAiCompatibleAdapter(http, 'openai'),
   groq: (http) => createOpenAiCompatibleAdapter(http, 'groq'),

@@ -1,5 +1,5 @@
 /**
- * The one normalised upstream failure (STYLE "Provider adapters"). `detail` is for logs only (it may
+ * The one normalised upstream failure. `detail` is for logs only (it may
  * hold the provider's message); client-facing messages never copy upstream bodies.
  */
 export type UpstreamErrorKind = 'timeout' | 'network' | 'status' | 'protocol' | 'aborted';

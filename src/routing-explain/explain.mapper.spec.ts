@@ -25,7 +25,7 @@ const evidence: RoutingEvidence = {
   lastRegressionAt: '2026-03-04T10:07:31.000Z',
 };
 
-/** A feedback_driven decision with two candidates; overrides as needed (factory with overrides, STYLE "Tests"). */
+/** A feedback_driven decision with two candidates; overrides as needed (factory with overrides). */
 function routed(insight: Partial<RoutingInsight> = {}, over: Partial<RoutingDecision> = {}): RoutingDecision {
   const candidates = over.candidates ?? [
     { provider: 'openai', model: 'gpt-4o-mini', score: 0.81 },

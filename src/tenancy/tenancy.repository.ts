@@ -60,7 +60,7 @@ const LIST_ORGS = `
 const ACTIVE_KEY_HASHES_OF_ORGS = `SELECT key_hash FROM api_keys WHERE org_id = ANY($1::text[]) AND revoked_at IS NULL`;
 const FIND_ORG = `SELECT id, name, plan, features, monthly_request_limit, kill_switches, source FROM organizations WHERE id = $1`;
 
-/** Every SQL statement of tenancy (STYLE "Data"). */
+/** Every SQL statement of tenancy. */
 @Injectable()
 export class TenancyRepository {
   constructor(private readonly sql: SqlStore) {}

@@ -14,7 +14,7 @@ import { DecisionTracesRepository } from './decision-traces.repository';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A trace with every field set (factory with overrides, STYLE "Tests"). */
+/** A trace with every field set (factory with overrides). */
 function makeTrace(over: Partial<DecisionTrace> = {}): DecisionTrace {
   return {
     requestId: `req-${randomUUID()}`,

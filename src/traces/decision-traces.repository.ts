@@ -4,7 +4,7 @@ import { DecisionTrace, DecisionTraceSink } from './decision-trace';
 
 /*
  * One statement per batch: constant text, one array parameter per column, so the plan is reused and
- * no value is ever spliced into SQL (STYLE "Data").
+ * no value is ever spliced into SQL.
  */
 const INSERT_TRACES = `
   INSERT INTO decision_traces (

@@ -56,7 +56,7 @@ async function upstreamError(p: Promise<unknown>): Promise<UpstreamError> {
 const ctx = (target: UpstreamTarget, signal = new AbortController().signal) => ({ target, signal, requestId: 'req-contract' });
 
 /**
- * The provider contract (STYLE "Tests"): every family passes the same behaviours against its fake
+ * The provider contract: every family passes the same behaviours against its fake
  * speaking the real wire format. Family-specific request mapping lives in each family's own spec.
  */
 export function providerContract(name: string, setup: () => Promise<ContractSetup>): void {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { BreakerParams, CacheStore, WindowCheck, WindowDecision } from '../../src/stores/cache/cache-store';
 
-/** What one adapter provides to run the shared contract (STYLE "Data": one suite on both adapters). */
+/** What one adapter provides to run the shared contract (one suite on both adapters). */
 export interface CacheStoreFixture {
   store: CacheStore;
   /** Another handle on the same data: a second connection (a replica) on Redis, the same store in memory. */

@@ -1,5 +1,5 @@
 /**
- * One contract for both analytics-store adapters (STYLE "Tests"): PGlite and a real Postgres must
+ * One contract for both analytics-store adapters: PGlite and a real Postgres must
  * give the same answers to the same SQL, so repositories can be written once.
  */
 import { ANALYTICS_MIGRATIONS, readMigrations, runMigrations } from '../../src/stores/sql/migrator';

@@ -1,5 +1,5 @@
 /**
- * One contract for the vector store on any pgvector database (STYLE "Tests"). It runs on PGlite
+ * One contract for the vector store on any pgvector database. It runs on PGlite
  * always, and on the real Postgres only when that server has pgvector (Debian's Postgres 15 has not;
  * vector-store.postgres.spec.ts then asserts the store reports down instead).
  */

@@ -1,5 +1,5 @@
 /**
- * A fresh database per test file on the real Postgres of TEST_DATABASE_URL (STYLE "Tests", as immich
+ * A fresh database per test file on the real Postgres of TEST_DATABASE_URL (as immich
  * does): copied from a migrated template, which is built once per migration content and reused by
  * every worker and run. Building it is guarded by an advisory lock, so parallel jest workers wait for
  * one builder instead of racing.

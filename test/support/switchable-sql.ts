@@ -2,7 +2,7 @@ import { SqlExecutor, SqlResult, SqlStore } from '../../src/stores/sql/sql-store
 
 /**
  * A real analytics store that can be switched off (every call rejects, as during a Postgres outage)
- * or slowed down, and that counts what it was asked: fakes over mocks (STYLE "Tests").
+ * or slowed down, and that counts what it was asked: fakes over mocks.
  */
 export class SwitchableSql extends SqlStore {
   down = false;

@@ -8,7 +8,7 @@ import { ApiKeyAuthenticator } from './api-key-authenticator';
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
 
 /**
- * Global, default deny (STYLE "Guards"): every route needs a valid bearer key unless `@Public()`.
+ * Global, default deny: every route needs a valid bearer key unless `@Public()`.
  * Missing, malformed, unknown and revoked keys get one identical 401 `invalid_api_key`.
  */
 @Injectable()

@@ -14,7 +14,7 @@ function fromHttpException(err: HttpException): GatewayError {
 }
 
 /**
- * The one exception filter (STYLE "Errors"): every error becomes the contract's body; anything
+ * The one exception filter: every error becomes the contract's body; anything
  * unexpected is 500 `internal` with a generic message and is logged with the request id. Once
  * headers are out (an SSE stream), an SSE error event is written and the stream ends without [DONE].
  */

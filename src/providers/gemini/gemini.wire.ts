@@ -1,6 +1,6 @@
 /**
  * Gemini native API wire types (Google's `generateContent` API), for this folder only: nothing outside
- * `providers/gemini/` imports them (STYLE "Provider adapters"). Only the fields the gateway sends or
+ * `providers/gemini/` imports them. Only the fields the gateway sends or
  * reads are typed; everything from the upstream is treated as optional.
  */
 

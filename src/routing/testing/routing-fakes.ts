@@ -1,6 +1,6 @@
 /**
- * In-memory fakes and factories for the routing specs (STYLE "Tests": fakes over mocks, factories
- * with overrides). Not used by the application.
+ * In-memory fakes and factories for the routing specs (fakes over mocks, factories with
+ * overrides). Not used by the application.
  */
 import type { Caller } from '../../common/http/request-context';
 import { AppConfig } from '../../config/app-config';
