@@ -116,7 +116,7 @@ function renderMarkdown(r) {
   }
   if (r.budget) {
     out.push('');
-    out.push('**Budget (issue 5)**');
+    out.push('**Budget**');
     out.push('');
     out.push('| figure | budget | now | met |');
     out.push('|---|---|---:|---|');
