@@ -327,24 +327,8 @@ async function main() {
   const timeoutMs = args.timeout * 1000;
   const runId = `chaos-${process.pid}-${Date.now().toString(36)}`;
 
-  const cleanups = [];
-  let cleaning = null;
-  const cleanup = () =>
-    (cleaning ??= (async () => {
-      for (const c of cleanups.splice(0).reverse()) {
-        try {
-          await c();
-        } catch (err) {
-          log(`cleanup: ${err.message}`);
-        }
-      }
-    })());
-  const onSignal = (sig) => {
-    log(`${sig}: stopping`);
-    cleanup().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const cleanups = procs.cleanupStack(log);
+  const cleanup = cleanups.run;
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-chaos-'));
   cleanups.push(() => (args.keepLogs ? log(`kept logs in ${tmp}`) : fs.rmSync(tmp, { recursive: true, force: true })));
@@ -412,17 +396,13 @@ async function main() {
 
     const replicas = [];
     const startReplica = async (r) => {
-      const env = {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? tmp,
-        HOST: '127.0.0.1',
-        PORT: String(r.port),
-        GATEWAY_CONFIG: config,
-        GATEWAY_DATA_DIR: path.join(tmp, `data-${r.name}`),
-        DATABASE_URL: pg.url,
-        REDIS_URL: redis.url,
-        GATEWAY_KEY_PEPPER: pepper,
-      };
+      const env = procs.gatewayEnv({
+        tmp,
+        port: r.port,
+        config,
+        dataDir: path.join(tmp, `data-${r.name}`),
+        extra: { DATABASE_URL: pg.url, REDIS_URL: redis.url, GATEWAY_KEY_PEPPER: pepper },
+      });
       const t = Date.now();
       r.gw = await procs.startGateway({ main: build.main, env, port: r.port, logFile: r.logFile });
       r.processes.push({ pid: r.gw.pid, started_s: round(t0(), 1), up_ms: Date.now() - t, rss_start_mib: null, rss_end_mib: null, rss_peak_mib: null });

@@ -423,14 +423,10 @@ async function main() {
   const want = (s) => !args.only || args.only.includes(s);
   const outFile = args.out ?? path.join(procs.ROOT, 'bench', 'results', 'fuzz-latest.json');
   const started = Date.now();
-  const cleanups = [];
+  const cleanups = procs.cleanupStack(log);
+  const stopAll = cleanups.run;
   let gw = null;
   let exitCode = 1;
-  const stopAll = async () => {
-    for (const fn of cleanups.splice(0).reverse()) await fn();
-  };
-  process.on('SIGINT', () => stopAll().then(() => process.exit(130)));
-  process.on('SIGTERM', () => stopAll().then(() => process.exit(143)));
   try {
     let base = args.url;
     let key = args.key;
@@ -442,14 +438,7 @@ async function main() {
       cleanups.push(() => fake.stop());
       const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-fuzz-'));
       cleanups.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
-      const env = {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? tmp,
-        HOST: '127.0.0.1',
-        PORT: String(await require('../scripts/test-servers').freePort()),
-        GATEWAY_CONFIG: path.join(tmp, 'gateway.yaml'),
-        GATEWAY_DATA_DIR: path.join(tmp, 'data'),
-      };
+      const env = procs.gatewayEnv({ tmp, port: await require('../scripts/test-servers').freePort(), config: path.join(tmp, 'gateway.yaml'), dataDir: path.join(tmp, 'data') });
       fs.writeFileSync(env.GATEWAY_CONFIG, gatewayYaml(fake.url));
       gw = await procs.startGateway({ main: build.main, env, port: Number(env.PORT), logFile: path.join(tmp, 'gateway.log') });
       cleanups.push(() => gw.stop());

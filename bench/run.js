@@ -149,22 +149,8 @@ async function main() {
   const want = (s) => only.includes(s);
   const outFile = args.out ?? path.join(procs.ROOT, 'bench', 'results', 'latest.json');
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
-  const cleanups = [];
-  const cleanup = async () => {
-    for (const c of cleanups.splice(0).reverse()) {
-      try {
-        await c();
-      } catch (err) {
-        log(`cleanup: ${err.message}`);
-      }
-    }
-  };
-  const onSignal = (sig) => {
-    log(`${sig}: stopping`);
-    cleanup().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const cleanups = procs.cleanupStack(log);
+  const cleanup = cleanups.run;
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
   cleanups.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -199,14 +185,7 @@ async function main() {
     cleanups.push(() => fake.stop());
     log(`fake upstream on ${fake.url} (pid ${fake.pid})`);
 
-    const env = {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? tmp,
-      HOST: '127.0.0.1',
-      PORT: String(await require('../scripts/test-servers').freePort()),
-      GATEWAY_CONFIG: path.join(tmp, 'gateway.yaml'),
-      GATEWAY_DATA_DIR: path.join(tmp, 'data'),
-    };
+    const env = procs.gatewayEnv({ tmp, port: await require('../scripts/test-servers').freePort(), config: path.join(tmp, 'gateway.yaml'), dataDir: path.join(tmp, 'data') });
     fs.writeFileSync(env.GATEWAY_CONFIG, gatewayYaml(fake.url));
     if (args.servers) {
       const { startPostgres, startRedis } = require('../scripts/test-servers');

@@ -203,4 +203,43 @@ function tail(file, bytes = 4000) {
   }
 }
 
-module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, startFake, startGateway, stopChild, tail };
+/**
+ * What a harness started, undone newest first exactly once: when it ends (`run()`), or on SIGINT /
+ * SIGTERM (then the process exits 130). A cleanup that throws is logged and the rest still run.
+ */
+function cleanupStack(log) {
+  const stack = [];
+  let running = null;
+  const run = () =>
+    (running ??= (async () => {
+      for (const c of stack.splice(0).reverse()) {
+        try {
+          await c();
+        } catch (err) {
+          log(`cleanup: ${err.message}`);
+        }
+      }
+    })());
+  const onSignal = (sig) => {
+    log(`${sig}: stopping`);
+    run().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return { push: (c) => stack.push(c), run };
+}
+
+/** The environment of a gateway child: nothing of the harness's own but PATH and HOME, loopback, its port, config file and data dir. */
+function gatewayEnv({ tmp, port, config, dataDir, extra = {} }) {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? tmp,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    GATEWAY_CONFIG: config,
+    GATEWAY_DATA_DIR: dataDir,
+    ...extra,
+  };
+}
+
+module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, startFake, startGateway, stopChild, tail, cleanupStack, gatewayEnv };
