@@ -5,12 +5,9 @@
  * every section present with numbers — and that every request succeeded. The figures themselves are
  * never asserted: they belong to the bench, not to a timed test.
  */
-import { ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { benchScript } from './support/bench-script';
 
-const ROOT = join(__dirname, '..');
 
 jest.setTimeout(300_000);
 
@@ -24,32 +21,18 @@ const expectSummary = (s: Summary, what: string) => {
 };
 
 describe('npm run bench -- --quick --soak', () => {
-  const tmp = mkdtempSync(join(tmpdir(), 'gw-bench-test-'));
-  const out = join(tmp, 'report.json');
+  const script = benchScript('gw-bench-test-', 'report.json', (out) => ['bench/run.js', '--quick', '--soak', `--out=${out}`]);
   let report: any;
   let stdout = '';
   let stderr = '';
   let code: number | null = null;
-  let child: ChildProcess | undefined;
 
   beforeAll(async () => {
-    child = spawn(process.execPath, ['bench/run.js', '--quick', '--soak', `--out=${out}`], {
-      cwd: ROOT,
-      // The bench starts its own stores (embedded default); nothing from the test run leaks in.
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmp },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    code = await new Promise<number | null>((resolve) => child!.once('exit', (c) => resolve(c)));
-    if (code === 0) report = JSON.parse(readFileSync(out, 'utf8'));
+    ({ code, stdout, stderr } = await script.run());
+    if (code === 0) report = JSON.parse(readFileSync(script.out, 'utf8'));
   });
 
-  afterAll(() => {
-    // Only if the run was cut short: the harness stops its own fake and gateway on SIGTERM.
-    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  afterAll(() => script.stop());
 
   it('exits 0 and writes a report with the machine, the command and every section', () => {
     if (code !== 0) throw new Error(`bench exited ${code}\nstderr:\n${stderr.slice(-6000)}`);

@@ -8,13 +8,10 @@
  * experiments write that changed anything, and chat and embeddings never answering 5xx or failing
  * to connect.
  */
-import { ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { benchScript } from './support/bench-script';
 import { TEST_DATABASE_URL, TEST_REDIS_URL } from './support/real-servers';
 
-const ROOT = join(__dirname, '..');
 
 jest.setTimeout(180_000);
 
@@ -24,34 +21,19 @@ const isNum = (x: unknown): x is number => typeof x === 'number' && Number.isFin
 const describeWithServers: jest.Describe = TEST_DATABASE_URL && TEST_REDIS_URL ? describe : describe.skip;
 
 describeWithServers('npm run soak:chaos (compressed schedule)', () => {
-  const tmp = mkdtempSync(join(tmpdir(), 'gw-chaos-test-'));
-  const out = join(tmp, 'chaos.json');
+  const script = benchScript('gw-chaos-test-', 'chaos.json', (out) => ['bench/chaos.js', '--seconds', '24', '--redis-freeze', '2', '--redis-dead', '2', '--pg-down', '4', '--rate', '20', '--explain-every', '3', '--experiments-every', '2', '--drain', '40', `--out=${out}`]);
   let report: any;
   let stdout = '';
   let stderr = '';
   let code: number | null = null;
-  let child: ChildProcess | undefined;
 
   beforeAll(async () => {
-    const args = ['bench/chaos.js', '--seconds', '24', '--redis-freeze', '2', '--redis-dead', '2', '--pg-down', '4', '--rate', '20', '--explain-every', '3', '--experiments-every', '2', '--drain', '40', `--out=${out}`];
-    child = spawn(process.execPath, args, {
-      cwd: ROOT,
-      // The soak starts its own servers; nothing from the test run leaks in.
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmp },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    code = await new Promise<number | null>((resolve) => child!.once('exit', (c) => resolve(c)));
+    ({ code, stdout, stderr } = await script.run());
     // Exit 1 is a failed pass criterion (the report is written); 2 is a harness error.
-    if (code === 0 || code === 1) report = JSON.parse(readFileSync(out, 'utf8'));
+    if (code === 0 || code === 1) report = JSON.parse(readFileSync(script.out, 'utf8'));
   });
 
-  afterAll(() => {
-    // Only if the run was cut short: the soak stops its own servers and children on SIGTERM.
-    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  afterAll(() => script.stop());
 
   it('runs to the end and writes a report', () => {
     if (code !== 0 && code !== 1) throw new Error(`soak exited ${code}\nstderr:\n${stderr.slice(-6000)}`);

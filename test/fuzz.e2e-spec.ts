@@ -4,12 +4,9 @@
  * generated requests per endpoint and every raw-socket case). Checks that the run passes and that
  * its report has every endpoint, every raw case and the process figures; the rates are never asserted.
  */
-import { ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { benchScript } from './support/bench-script';
 
-const ROOT = join(__dirname, '..');
 const ENDPOINTS = [
   'chat', 'chat_stream', 'embeddings', 'explain', 'feedback', 'experiments_create', 'experiments_list', 'experiments_rollback', 'health', 'metrics',
   'responses', 'responses_stream', 'models', 'models_retrieve',
@@ -18,30 +15,18 @@ const ENDPOINTS = [
 jest.setTimeout(300_000);
 
 describe('npm run fuzz -- --quick', () => {
-  const tmp = mkdtempSync(join(tmpdir(), 'gw-fuzz-test-'));
-  const out = join(tmp, 'report.json');
+  const script = benchScript('gw-fuzz-test-', 'report.json', (out) => ['bench/fuzz.js', '--quick', `--out=${out}`]);
   let report: any;
   let stdout = '';
   let stderr = '';
   let code: number | null = null;
-  let child: ChildProcess | undefined;
 
   beforeAll(async () => {
-    child = spawn(process.execPath, ['bench/fuzz.js', '--quick', `--out=${out}`], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmp },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    code = await new Promise<number | null>((resolve) => child!.once('exit', (c) => resolve(c)));
-    report = JSON.parse(readFileSync(out, 'utf8'));
+    ({ code, stdout, stderr } = await script.run());
+    report = JSON.parse(readFileSync(script.out, 'utf8'));
   });
 
-  afterAll(() => {
-    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  afterAll(() => script.stop());
 
   it('exits 0 with a passing report', () => {
     if (code !== 0) throw new Error(`fuzz exited ${code}\nstdout:\n${stdout.slice(-4000)}\nstderr:\n${stderr.slice(-4000)}`);
