@@ -1,7 +1,7 @@
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { keyedMap, ownValue } from '../common/own-key';
 import { Secret } from './secret';
-import { firewallPatternProblem } from '../routing/firewall/firewall-pattern';
+import { firewallPatternProblem } from '../common/pattern/firewall-pattern';
 import { ConfigError } from './schema';
 import {
   Feature, gatewayConfigSchema, KillSwitch, Permission, Plan, ProviderFamily, RawGatewayConfig, ReasoningMode, StrategyId, StructuredOutputMode,

@@ -1,7 +1,7 @@
 import type { FirewallRuleSpec } from '../../config/gateway-config';
 import { ConfigError } from '../../config/schema';
 import type { ChatMessage, ContentPart } from '../../providers/provider-adapter';
-import { describePatternError, FirewallPattern, FirewallPatternError } from './firewall-pattern';
+import { describePatternError, FirewallPattern, FirewallPatternError } from '../../common/pattern/firewall-pattern';
 
 /** What a redact rule writes in place of a match when it names no `replacement`. */
 export const DEFAULT_REDACTION = '[REDACTED]';

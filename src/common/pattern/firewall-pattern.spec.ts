@@ -1,5 +1,5 @@
 import { FirewallPattern, firewallPatternProblem, MAX_STATES } from './firewall-pattern';
-import { mulberry32 } from '../strategies/random';
+import { mulberry32 } from '../../routing/strategies/random';
 
 /** Native RegExp for the same pattern (u flag; i when the pattern starts with (?i)). */
 function native(pattern: string, global = false): RegExp {
