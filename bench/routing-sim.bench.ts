@@ -51,6 +51,7 @@ import { AggregationJob } from '../src/learning/aggregation.job';
 import { ModelStatsRepository } from '../src/learning/model-stats.repository';
 import { StatsSnapshotService } from '../src/learning/stats-snapshot.service';
 import { MetricsService } from '../src/metrics/metrics.service';
+import { StoreFallback } from '../src/resilience/store-fallback';
 import { RoutingService } from '../src/routing/routing.service';
 import { LearnedScorer } from '../src/routing/strategies/learned-score';
 import type { RoutingDecision } from '../src/routing/routing.types';
@@ -190,7 +191,8 @@ async function runPolicy(policy: Policy, seed: number, users: User[]): Promise<R
   const config = new AppConfig(loadEnv(env), loadGatewayConfig(YAML, env));
   const sql: SqlStore = await createTestPglite();
   const snapshot = new StatsSnapshotService();
-  const job = new AggregationJob(new ModelStatsRepository(sql), snapshot, config, new MetricsService(), { pino: pino({ level: 'silent' }) });
+  const metrics = new MetricsService();
+  const job = new AggregationJob(new ModelStatsRepository(sql), snapshot, config, metrics, new StoreFallback(metrics, { pino: pino({ level: 'silent' }) }));
   const routing = new RoutingService(config, snapshot);
   const rng = mulberry32(seed * 104729 + policy.length * 31 + policy.charCodeAt(0));
   const epsRng = mulberry32(seed * 1299709 + 5);

@@ -11,6 +11,7 @@ import { FeedbackModule } from './feedback/feedback.module';
 import { LearningModule } from './learning/learning.module';
 import { RoutingExplainModule } from './routing-explain/routing-explain.module';
 import { ResponsesModule } from './responses/responses.module';
+import { ResilienceModule } from './resilience/resilience.module';
 import { AppLogger } from './common/logging/logger';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -31,6 +32,7 @@ export class AppModule implements NestModule {
         { module: LoggerHolder, global: true, providers: [{ provide: AppLogger, useValue: logger }], exports: [AppLogger] },
         CommonModule,
         MetricsModule,
+        ResilienceModule,
         StoresModule,
         TenancyModule,
         HealthModule,

@@ -3,6 +3,7 @@ import { AppLogger } from '../common/logging/logger';
 import { AppConfig } from '../config/app-config';
 import { ConfigModule } from '../config/config.module';
 import { MetricsModule } from '../metrics/metrics.module';
+import { ResilienceModule } from '../resilience/resilience.module';
 import { StoresModule } from '../stores/stores.module';
 import { TenancyModule } from '../tenancy/tenancy.module';
 
@@ -16,6 +17,7 @@ export class CliModule {
         ConfigModule.forRoot(config),
         { module: CliLoggerHolder, global: true, providers: [{ provide: AppLogger, useValue: logger }], exports: [AppLogger] },
         MetricsModule,
+        ResilienceModule,
         StoresModule,
         TenancyModule,
       ],

@@ -1,5 +1,6 @@
 import pino from 'pino';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import type { ArmStats, ExperimentStats, ExperimentStatsRepository } from './experiment-stats.repository';
 import { ExperimentStopRulesJob } from './experiment-stop-rules.job';
 import type { ExperimentRecord } from './experiment.record';
@@ -56,12 +57,13 @@ class World {
   }
 
   job(intervalMs = 0): ExperimentStopRulesJob {
+    const metrics = new MetricsService();
     return new ExperimentStopRulesJob(
       this.service as unknown as ExperimentsService,
       this.repo as unknown as ExperimentsRepository,
       this.statsRepo as unknown as ExperimentStatsRepository,
-      new MetricsService(),
-      { pino: pino({ level: 'silent' }) },
+      metrics,
+      new StoreFallback(metrics, { pino: pino({ level: 'silent' }) }),
       { intervalMs },
     );
   }

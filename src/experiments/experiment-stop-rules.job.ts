@@ -1,10 +1,9 @@
 import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { Periodic } from '../common/lifecycle/periodic';
-import { AppLogger } from '../common/logging/logger';
-import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { stripUndefined } from '../common/options';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { evaluateStopRule, type StopVerdict } from './experiment-quality';
 import { ExperimentStatsRepository } from './experiment-stats.repository';
 import { ExperimentsRepository } from './experiments.repository';
@@ -43,7 +42,6 @@ export interface StopRuleOutcome {
 @Injectable()
 export class ExperimentStopRulesJob implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly o: typeof DEFAULTS;
-  private readonly warning: ThrottledWarning;
   private readonly rounds: Counter<'result'>;
   private readonly periodic = new Periodic(() => this.round());
 
@@ -51,12 +49,11 @@ export class ExperimentStopRulesJob implements OnApplicationBootstrap, BeforeApp
     private readonly experiments: ExperimentsService,
     private readonly repo: ExperimentsRepository,
     private readonly stats: ExperimentStatsRepository,
-    private readonly metrics: MetricsService,
-    logger: AppLogger,
+    metrics: MetricsService,
+    private readonly fallback: StoreFallback,
     @Optional() options?: ExperimentStopRulesOptions,
   ) {
     this.o = { ...DEFAULTS, ...stripUndefined(options) };
-    this.warning = new ThrottledWarning(logger.pino);
     this.rounds = new Counter({
       name: 'gateway_experiment_stop_rule_results_total',
       help: 'Stop-rule evaluations of active experiments by result',
@@ -83,8 +80,7 @@ export class ExperimentStopRulesJob implements OnApplicationBootstrap, BeforeApp
     try {
       active = await this.repo.listActive();
     } catch (err) {
-      this.metrics.storeErrors.inc({ store: 'analytics' });
-      this.warning.warn('experiments:stop-rules', err, { effect: 'round skipped' });
+      this.fallback.failed('analytics', 'experiments:stop-rules', err, { effect: 'round skipped' });
       return [];
     }
     const outcomes: StopRuleOutcome[] = [];
@@ -99,8 +95,7 @@ export class ExperimentStopRulesJob implements OnApplicationBootstrap, BeforeApp
           outcome.result = (await this.experiments.rollbackBySystem(e.id, STOP_RULE_ROLLBACK_REASON, verdict.summary)) ? 'rolled_back' : 'ended_elsewhere';
         }
       } catch (err) {
-        this.metrics.storeErrors.inc({ store: 'analytics' });
-        this.warning.warn('experiments:stop-rules', err, { experiment_id: e.id, effect: 'evaluated again next round' });
+        this.fallback.failed('analytics', 'experiments:stop-rules', err, { experiment_id: e.id, effect: 'evaluated again next round' });
         outcome = { experimentId: e.id, result: 'failed' };
       }
       this.rounds.inc({ result: outcome.result });

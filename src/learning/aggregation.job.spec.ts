@@ -5,6 +5,7 @@ import { AppConfig } from '../config/app-config';
 import { loadEnv } from '../config/env';
 import { loadGatewayConfig } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { PgliteSqlStore } from '../stores/sql/pglite-sql.store';
 import { AggregationJob } from './aggregation.job';
 import { ModelStatsRepository } from './model-stats.repository';
@@ -37,7 +38,7 @@ describe('AggregationJob', () => {
   function makeJob(yaml: string, logIntervalMs = 60_000): AggregationJob {
     const config = new AppConfig(loadEnv({}), loadGatewayConfig(yaml, {}));
     const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-    job = new AggregationJob(new ModelStatsRepository(sql), snapshot, config, metrics, { pino: logger }, { logIntervalMs });
+    job = new AggregationJob(new ModelStatsRepository(sql), snapshot, config, metrics, new StoreFallback(metrics, { pino: logger }), { logIntervalMs });
     return job;
   }
 

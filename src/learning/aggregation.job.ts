@@ -1,11 +1,10 @@
 import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { Periodic } from '../common/lifecycle/periodic';
-import { AppLogger } from '../common/logging/logger';
-import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { stripUndefined } from '../common/options';
 import { AppConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { AggregationResult, ModelStatsRepository } from './model-stats.repository';
 import { StatsSnapshotService } from './stats-snapshot.service';
 
@@ -42,7 +41,7 @@ export interface AggregationRun {
 @Injectable()
 export class AggregationJob implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly o: typeof DEFAULTS;
-  private readonly warning: ThrottledWarning;
+  private readonly fallback: StoreFallback;
   private readonly runs: Counter<'outcome'>;
   private readonly periodic = new Periodic(() => this.once());
   /** Before this (ms since epoch) a beat reloads the snapshot without recomputing (MAX_DUTY). */
@@ -52,12 +51,12 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
     private readonly repo: ModelStatsRepository,
     private readonly snapshot: StatsSnapshotService,
     private readonly config: AppConfig,
-    private readonly metrics: MetricsService,
-    logger: AppLogger,
+    metrics: MetricsService,
+    fallback: StoreFallback,
     @Optional() options?: AggregationJobOptions,
   ) {
     this.o = { ...DEFAULTS, ...stripUndefined(options) };
-    this.warning = new ThrottledWarning(logger.pino, this.o.logIntervalMs);
+    this.fallback = fallback.withLogInterval(this.o.logIntervalMs);
     this.runs = new Counter({
       name: 'gateway_learning_aggregations_total',
       help: 'Aggregation job runs by outcome (done, skipped = another replica held the lock, failed)',
@@ -94,8 +93,7 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
       this.recomputeDueAt = started + (Date.now() - started) / MAX_DUTY;
     } catch (err) {
       aggregation = 'failed';
-      this.metrics.storeErrors.inc({ store: 'analytics' });
-      this.warning.warn('learning:aggregation', err, { effect: 'model_stats unchanged' });
+      this.fallback.failed('analytics', 'learning:aggregation', err, { effect: 'model_stats unchanged' });
     }
     this.runs.inc({ outcome: aggregation });
     return { aggregation, snapshot: await this.reload() };
@@ -107,8 +105,7 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
       this.snapshot.replace(rows, new Date());
       return 'refreshed';
     } catch (err) {
-      this.metrics.storeErrors.inc({ store: 'analytics' });
-      this.warning.warn('learning:snapshot', err, { effect: 'previous snapshot kept', refreshed_at: this.snapshot.refreshedAt?.toISOString() ?? null });
+      this.fallback.failed('analytics', 'learning:snapshot', err, { effect: 'previous snapshot kept', refreshed_at: this.snapshot.refreshedAt?.toISOString() ?? null });
       return 'kept';
     }
   }

@@ -5,6 +5,7 @@ import { createTestPglite } from '../../test/support/pglite';
 import { createTestDatabase, TestDatabase } from '../../test/support/postgres';
 import { describeWithPostgres } from '../../test/support/real-servers';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { PgSqlStore } from '../stores/sql/pg-sql.store';
 import { SqlExecutor, SqlResult, SqlStore } from '../stores/sql/sql-store';
 import type { FailedAttempt } from '../routing/dispatcher.service';
@@ -118,7 +119,7 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
       const sql = new SwitchableSql(store);
       const metrics = new MetricsService();
       const { logger, lines } = memoryLogger();
-      const writer = new DecisionTraceWriter(new DecisionTracesRepository(sql), metrics, logger, { flushIntervalMs: 60_000, ...options });
+      const writer = new DecisionTraceWriter(new DecisionTracesRepository(sql), metrics, logger, new StoreFallback(metrics, logger), { flushIntervalMs: 60_000, ...options });
       cleanups.push(cleanup, () => writer.beforeApplicationShutdown());
       const rows = async () => (await store.query<Row>(SELECT)).rows;
       const count = async () => Number((await store.query<{ n: number }>('SELECT count(*)::int AS n FROM decision_traces')).rows[0].n);
@@ -342,7 +343,8 @@ describeWithPostgres('on a real Postgres', () => {
     const proxy = await outageProxy(db.url);
     const store = new PgSqlStore(proxy.url, { connectionTimeoutMs: 300, statementTimeoutMs: 1_000 });
     const metrics = new MetricsService();
-    const writer = new DecisionTraceWriter(new DecisionTracesRepository(store), metrics, memoryLogger().logger, { maxBuffered: 50, batchSize: 10, flushIntervalMs: 60_000 });
+    const logger = memoryLogger().logger;
+    const writer = new DecisionTraceWriter(new DecisionTracesRepository(store), metrics, logger, new StoreFallback(metrics, logger), { maxBuffered: 50, batchSize: 10, flushIntervalMs: 60_000 });
     try {
       writer.record(makeTrace({ requestId: 'before' }));
       await writer.flush();
@@ -380,7 +382,8 @@ describe('DecisionTraceWriter with a sink that refuses some traces', () => {
   it('isolates and drops only the refused traces, counted as rejected', async () => {
     const sink = new PickySink();
     const metrics = new MetricsService();
-    const writer = new DecisionTraceWriter(sink, metrics, memoryLogger().logger, { batchSize: 16, flushIntervalMs: 60_000 });
+    const logger = memoryLogger().logger;
+    const writer = new DecisionTraceWriter(sink, metrics, logger, new StoreFallback(metrics, logger), { batchSize: 16, flushIntervalMs: 60_000 });
     const ids = Array.from({ length: 16 }, (_, i) => (i === 3 || i === 11 ? `bad-${i}` : `ok-${i}`));
     for (const id of ids) writer.record(makeTrace({ requestId: id }));
     await writer.flush();
@@ -399,7 +402,8 @@ describe('DecisionTraceWriter against a dead Postgres port', () => {
     await new Promise((r) => srv.close(r));
     const store = new PgSqlStore(`postgres://postgres@127.0.0.1:${port}/none`, { connectionTimeoutMs: 200 });
     const metrics = new MetricsService();
-    const writer = new DecisionTraceWriter(new DecisionTracesRepository(store), metrics, memoryLogger().logger, { maxBuffered: 1_000, batchSize: 100, flushIntervalMs: 10 });
+    const logger = memoryLogger().logger;
+    const writer = new DecisionTraceWriter(new DecisionTracesRepository(store), metrics, logger, new StoreFallback(metrics, logger), { maxBuffered: 1_000, batchSize: 100, flushIntervalMs: 10 });
     try {
       const started = process.hrtime.bigint();
       for (let i = 0; i < 20_000; i++) writer.record(makeTrace());

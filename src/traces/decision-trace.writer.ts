@@ -2,9 +2,9 @@ import { BeforeApplicationShutdown, Injectable, Optional } from '@nestjs/common'
 import type { Logger } from 'pino';
 import { Counter, Gauge } from 'prom-client';
 import { AppLogger } from '../common/logging/logger';
-import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { stripUndefined } from '../common/options';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { withTimeout } from '../stores/with-timeout';
 import { DecisionTrace, DecisionTraceSink } from './decision-trace';
 
@@ -103,7 +103,7 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
   private scheduled = false;
   private readonly timer: NodeJS.Timeout;
   private readonly log: Logger;
-  private readonly warning: ThrottledWarning;
+  private readonly fallback: StoreFallback;
   private droppedSinceLog = 0;
   private droppedTotal = 0;
   private lastDropLog = -Infinity;
@@ -113,8 +113,9 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
 
   constructor(
     private readonly sink: DecisionTraceSink,
-    private readonly metrics: MetricsService,
+    metrics: MetricsService,
     logger: AppLogger,
+    fallback: StoreFallback,
     @Optional() options?: DecisionTraceWriterOptions,
   ) {
     const given = stripUndefined(options);
@@ -123,7 +124,7 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
     this.o.batchSize = Math.max(1, Math.min(this.o.batchSize, this.o.maxBuffered));
     this.now = given.now ?? Date.now;
     this.log = logger.pino;
-    this.warning = new ThrottledWarning(logger.pino, this.o.logIntervalMs);
+    this.fallback = fallback.withLogInterval(this.o.logIntervalMs);
     // Read when scraped, so record() pays nothing for it.
     const depth = () => this.depth;
     new Gauge({
@@ -249,7 +250,7 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
           if (part.length === 1) {
             this.inFlight -= 1;
             this.drop(1, 'rejected');
-            this.warning.warn('decision-traces:rejected', err);
+            this.fallback.warn('decision-traces:rejected', err);
           } else {
             const mid = Math.ceil(part.length / 2);
             stack.push(part.slice(mid), part.slice(0, mid));
@@ -260,8 +261,7 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
         this.failures++;
         this.retryAt = this.now() + Math.min(this.o.maxBackoffMs, this.o.flushIntervalMs * 2 ** Math.min(this.failures - 1, 20));
         this.writeFailures.inc();
-        this.metrics.storeErrors.inc({ store: 'analytics' });
-        this.warning.warn('analytics-store:decision-traces', err, { buffered: this.queue.size, retry_in_ms: this.retryAt - this.now() });
+        this.fallback.failed('analytics', 'analytics-store:decision-traces', err, { buffered: this.queue.size, retry_in_ms: this.retryAt - this.now() });
         return false;
       }
     }

@@ -1,10 +1,9 @@
 import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { Periodic } from '../../common/lifecycle/periodic';
-import { AppLogger } from '../../common/logging/logger';
-import { ThrottledWarning } from '../../common/logging/throttled-warning';
 import { AppConfig } from '../../config/app-config';
 import { MetricsService } from '../../metrics/metrics.service';
+import { StoreFallback } from '../../resilience/store-fallback';
 import { RegressionsRepository } from './regressions.repository';
 import { RegressionsSnapshotService } from './regressions-snapshot.service';
 import type { RegressionRecord } from './regressions-view';
@@ -24,17 +23,15 @@ const SHUTDOWN_TIMEOUT_MS = 5_000;
 @Injectable()
 export class RegressionDetector implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly periodic = new Periodic(() => this.once());
-  private readonly warning: ThrottledWarning;
   private readonly recorded: Counter;
 
   constructor(
     private readonly repo: RegressionsRepository,
     private readonly view: RegressionsSnapshotService,
     private readonly config: AppConfig,
-    private readonly metrics: MetricsService,
-    logger: AppLogger,
+    metrics: MetricsService,
+    private readonly fallback: StoreFallback,
   ) {
-    this.warning = new ThrottledWarning(logger.pino);
     this.recorded = new Counter({
       name: 'gateway_routing_regressions_detected_total',
       help: 'Quality-drop regressions recorded by the detector',
@@ -75,8 +72,7 @@ export class RegressionDetector implements OnApplicationBootstrap, BeforeApplica
       }
       return found;
     } catch (err) {
-      this.metrics.storeErrors.inc({ store: 'analytics' });
-      this.warning.warn('routing:regression-detector', err, { effect: 'no regressions detected this beat' });
+      this.fallback.failed('analytics', 'routing:regression-detector', err, { effect: 'no regressions detected this beat' });
       return 'failed';
     }
   }

@@ -1,9 +1,7 @@
 import { BeforeApplicationShutdown, Injectable, OnApplicationBootstrap, Optional } from '@nestjs/common';
 import { Periodic } from '../../common/lifecycle/periodic';
-import { AppLogger } from '../../common/logging/logger';
-import { ThrottledWarning } from '../../common/logging/throttled-warning';
 import { AppConfig } from '../../config/app-config';
-import { MetricsService } from '../../metrics/metrics.service';
+import { StoreFallback } from '../../resilience/store-fallback';
 import { RegressionsRepository } from './regressions.repository';
 import { REGRESSION_WINDOW_MS, RegressionRecord, RegressionsView } from './regressions-view';
 
@@ -20,16 +18,13 @@ export class RegressionsSnapshotService extends RegressionsView implements OnApp
   /** Dates per (org, provider, model), newest first. */
   private byKey = new Map<string, Date[]>();
   private readonly periodic = new Periodic(() => this.reload());
-  private readonly warning: ThrottledWarning | undefined;
 
   constructor(
     @Optional() private readonly repo?: RegressionsRepository,
     @Optional() private readonly config?: AppConfig,
-    @Optional() private readonly metrics?: MetricsService,
-    @Optional() logger?: AppLogger,
+    @Optional() private readonly fallback?: StoreFallback,
   ) {
     super();
-    this.warning = logger && new ThrottledWarning(logger.pino);
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -79,8 +74,7 @@ export class RegressionsSnapshotService extends RegressionsView implements OnApp
       this.replace(await this.repo.listSince(new Date(Date.now() - REGRESSION_WINDOW_MS)));
       return true;
     } catch (err) {
-      this.metrics?.storeErrors.inc({ store: 'analytics' });
-      this.warning?.warn('routing:regressions-snapshot', err, { effect: 'previous regressions view kept' });
+      this.fallback?.failed('analytics', 'routing:regressions-snapshot', err, { effect: 'previous regressions view kept' });
       return false;
     }
   }

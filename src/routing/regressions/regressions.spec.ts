@@ -4,6 +4,7 @@ import { AppConfig } from '../../config/app-config';
 import { loadEnv } from '../../config/env';
 import { loadGatewayConfig } from '../../config/gateway-config';
 import { MetricsService } from '../../metrics/metrics.service';
+import { StoreFallback } from '../../resilience/store-fallback';
 import { PgliteSqlStore } from '../../stores/sql/pglite-sql.store';
 import { SwitchableSql } from '../../../test/support/switchable-sql';
 import { RegressionDetector } from './regression.detector';
@@ -53,7 +54,7 @@ describe('regressions on the analytics store', () => {
     sql = await createTestPglite();
     repo = new RegressionsRepository(sql);
     metrics = new MetricsService();
-    view = new RegressionsSnapshotService(repo, config(), metrics, logger);
+    view = new RegressionsSnapshotService(repo, config(), new StoreFallback(metrics, logger));
   });
   afterEach(async () => {
     view.beforeApplicationShutdown();
@@ -104,7 +105,7 @@ describe('regressions on the analytics store', () => {
       }
     }
 
-    const detector = (yaml = '', m = new MetricsService()) => new RegressionDetector(repo, view, config(yaml), m, logger);
+    const detector = (yaml = '', m = new MetricsService()) => new RegressionDetector(repo, view, config(yaml), m, new StoreFallback(m, logger));
 
     it('records a drop of the rolling mean below the long-run mean by more than the margin, once per episode', async () => {
       // Long run: 30 sessions 3 days ago at y = .6 × .9 + .4 × 1 = .94; rolling (24 h): 20 at y = .6 × .3 + 0 = .18.
@@ -141,7 +142,7 @@ describe('regressions on the analytics store', () => {
       await seed('m', 20, 3, false, '2 hours');
       const slow = new SwitchableSql(sql);
       slow.delayMs = 30;
-      const d = new RegressionDetector(new RegressionsRepository(slow), view, config(), metrics, logger);
+      const d = new RegressionDetector(new RegressionsRepository(slow), view, config(), metrics, new StoreFallback(metrics, logger));
       const first = d.run();
       const second = d.run();
       // The second call neither ran beside the first (on Postgres the advisory lock would have
@@ -153,7 +154,7 @@ describe('regressions on the analytics store', () => {
 
     it('runs on its beat (check_seconds) after bootstrap, and not after shutdown', async () => {
       const slow = new SwitchableSql(sql);
-      const d = new RegressionDetector(new RegressionsRepository(slow), view, config('routing: { regressions: { check_seconds: 1 } }'), metrics, logger);
+      const d = new RegressionDetector(new RegressionsRepository(slow), view, config('routing: { regressions: { check_seconds: 1 } }'), metrics, new StoreFallback(metrics, logger));
       d.onApplicationBootstrap();
       const started = Date.now();
       while (slow.transactions === 0 && Date.now() - started < 5_000) await new Promise((r) => setTimeout(r, 20));
