@@ -124,6 +124,37 @@ export interface GatewayConfig {
   stores: RawGatewayConfig['stores'];
 }
 
+type Raw = RawGatewayConfig;
+
+/** Pure: (environment, file text) → frozen, validated configuration. Throws ConfigError. */
+export function loadGatewayConfig(text: string, env: Readonly<Record<string, string | undefined>>): GatewayConfig {
+  const raw = gatewayConfigSchema.parse(expandEnv(parseYamlText(text), env, ''), '');
+  // One function per section, in the order they name each other (a model names providers, a route
+  // models and templates, a firewall rule routes); the first error stops the load.
+  const providers = providersOf(raw.providers);
+  const models = modelsOf(raw.models, providers);
+  const organizations = organizationsOf(raw.organizations);
+  const routes = routesOf(raw.routes, models, raw.templates);
+  const firewall = firewallOf(raw.firewall, routes);
+  const learning = learningOf(raw.learning);
+  const routing = routingOf(raw.routing);
+  // Templates, limits, metrics, breakers and stores have no rule across fields: the schema's checks are all.
+  return deepFreeze({
+    providers,
+    models,
+    organizations,
+    routes,
+    firewall,
+    templates: Object.assign(keyedMap<TemplateSpec>(), raw.templates),
+    limits: raw.limits,
+    metrics: raw.metrics,
+    learning,
+    routing,
+    breakers: raw.breakers,
+    stores: raw.stores,
+  });
+}
+
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 
 /** Replaces `${VAR}` in every string scalar; a variable that is not set is an error naming it. */
@@ -166,37 +197,30 @@ const timeoutsOf = (t?: { connect_ms?: number; first_token_ms?: number; idle_ms?
   totalMs: t?.total_ms,
 });
 
-function resolveModels(raw: RawGatewayConfig, providers: Record<string, ProviderSpec>): Record<string, ModelSpec> {
+function providersOf(raw: Raw['providers']): Record<string, ProviderSpec> {
+  const providers = keyedMap<ProviderSpec>();
+  for (const [id, p] of Object.entries(raw)) {
+    providers[id] = {
+      id,
+      family: p.family,
+      baseUrl: p.base_url,
+      apiKey: p.api_key,
+      apiVersion: p.api_version,
+      headers: p.headers ?? keyedMap<string>(),
+      timeouts: timeoutsOf(p.timeouts),
+      maxResponseBytes: p.max_response_bytes,
+    };
+  }
+  return providers;
+}
+
+type RawModel = Raw['models'][string];
+
+function modelsOf(raw: Raw['models'], providers: Readonly<Record<string, ProviderSpec>>): Record<string, ModelSpec> {
   const models = keyedMap<ModelSpec>();
-  for (const [id, m] of Object.entries(raw.models)) {
-    const path = `models.${id}`;
-    if (m.provider && m.providers) throw new ConfigError(path, 'give either provider or providers, not both');
-    const targets: ModelTargetSpec[] = [];
-    if (m.provider) {
-      targets.push({ provider: m.provider, upstream: m.upstream ?? id, timeouts: timeoutsOf(m.timeouts), structuredOutput: m.structured_output });
-    } else if (m.providers && Object.keys(m.providers).length > 0) {
-      if (m.upstream) throw new ConfigError(`${path}.upstream`, 'with providers, give upstream per provider');
-      for (const [p, t] of Object.entries(m.providers)) {
-        targets.push({
-          provider: p,
-          upstream: t.upstream ?? id,
-          timeouts: { ...timeoutsOf(m.timeouts), ...timeoutsOf(t.timeouts) },
-          structuredOutput: t.structured_output ?? m.structured_output,
-        });
-      }
-    } else {
-      throw new ConfigError(`${path}.provider`, 'is required (or providers)');
-    }
-    for (const t of targets) {
-      const at = m.provider ? `${path}.provider` : `${path}.providers.${t.provider}`;
-      const provider = ownValue(providers, t.provider);
-      if (!provider) throw new ConfigError(at, `unknown provider "${t.provider}"`);
-      const families = t.structuredOutput && STRUCTURED_OUTPUT_FAMILIES[t.structuredOutput];
-      if (families && !families.includes(provider.family)) {
-        const field = m.providers?.[t.provider]?.structured_output ? `${path}.providers.${t.provider}.structured_output` : `${path}.structured_output`;
-        throw new ConfigError(field, `${t.structuredOutput} is for the ${families.join(', ')} family, not ${provider.family} (provider "${t.provider}")`);
-      }
-    }
+  for (const [id, m] of Object.entries(raw)) {
+    const targets = modelTargets(id, m);
+    checkTargetProviders(id, m, targets, providers);
     models[id] = {
       id,
       type: m.type,
@@ -212,6 +236,90 @@ function resolveModels(raw: RawGatewayConfig, providers: Record<string, Provider
     };
   }
   return models;
+}
+
+/** A model's (provider, upstream) pairs in order: `provider` (+ `upstream`) or the `providers` map, whose entries override the model's timeouts and `structured_output`. */
+function modelTargets(id: string, m: RawModel): ModelTargetSpec[] {
+  const path = `models.${id}`;
+  if (m.provider && m.providers) throw new ConfigError(path, 'give either provider or providers, not both');
+  if (m.provider) {
+    return [{ provider: m.provider, upstream: m.upstream ?? id, timeouts: timeoutsOf(m.timeouts), structuredOutput: m.structured_output }];
+  }
+  if (!m.providers || Object.keys(m.providers).length === 0) throw new ConfigError(`${path}.provider`, 'is required (or providers)');
+  if (m.upstream) throw new ConfigError(`${path}.upstream`, 'with providers, give upstream per provider');
+  return Object.entries(m.providers).map(([p, t]) => ({
+    provider: p,
+    upstream: t.upstream ?? id,
+    timeouts: { ...timeoutsOf(m.timeouts), ...timeoutsOf(t.timeouts) },
+    structuredOutput: t.structured_output ?? m.structured_output,
+  }));
+}
+
+/** Every target names a configured provider, and a family-specific `structured_output` only one of that family. */
+function checkTargetProviders(id: string, m: RawModel, targets: readonly ModelTargetSpec[], providers: Readonly<Record<string, ProviderSpec>>): void {
+  const path = `models.${id}`;
+  for (const t of targets) {
+    const at = m.provider ? `${path}.provider` : `${path}.providers.${t.provider}`;
+    const provider = ownValue(providers, t.provider);
+    if (!provider) throw new ConfigError(at, `unknown provider "${t.provider}"`);
+    const families = t.structuredOutput && STRUCTURED_OUTPUT_FAMILIES[t.structuredOutput];
+    if (families && !families.includes(provider.family)) {
+      const field = m.providers?.[t.provider]?.structured_output ? `${path}.providers.${t.provider}.structured_output` : `${path}.structured_output`;
+      throw new ConfigError(field, `${t.structuredOutput} is for the ${families.join(', ')} family, not ${provider.family} (provider "${t.provider}")`);
+    }
+  }
+}
+
+/** Organisations; an API key id is unique across all of them. */
+function organizationsOf(raw: Raw['organizations']): Record<string, OrgSpec> {
+  const organizations = keyedMap<OrgSpec>();
+  const keyIds = new Set<string>();
+  for (const [id, o] of Object.entries(raw)) {
+    o.api_keys.forEach((k, i) => {
+      if (keyIds.has(k.id)) throw new ConfigError(`organizations.${id}.api_keys.${i}.id`, `duplicate api key id "${k.id}"`);
+      keyIds.add(k.id);
+    });
+    organizations[id] = {
+      id,
+      name: o.name ?? id,
+      plan: o.plan,
+      features: o.features,
+      monthlyRequestLimit: o.monthly_request_limit,
+      killSwitches: o.kill_switches,
+      apiKeys: o.api_keys,
+    };
+  }
+  return organizations;
+}
+
+/** Routes with unique names, their targets resolved to (provider, catalogue model) pairs. */
+function routesOf(raw: Raw['routes'], models: Readonly<Record<string, ModelSpec>>, templates: Raw['templates']): RouteSpec[] {
+  const names = new Set<string>();
+  return raw.map((r, i) => {
+    const path = `routes.${i}`;
+    if (names.has(r.name)) throw new ConfigError(`${path}.name`, `duplicate route name "${r.name}"`);
+    names.add(r.name);
+    const targets: TargetRef[] = [];
+    r.targets.forEach((ref, j) => {
+      const resolved = resolveTarget(ref, models);
+      if (typeof resolved === 'string') throw new ConfigError(`${path}.targets.${j}`, resolved);
+      targets.push(...resolved);
+    });
+    if (r.weights && r.weights.length !== r.targets.length) {
+      throw new ConfigError(`${path}.weights`, `must have one weight per target (${r.targets.length})`);
+    }
+    if (r.template && !ownValue(templates, r.template)) throw new ConfigError(`${path}.template`, `unknown template "${r.template}"`);
+    return {
+      name: r.name,
+      orgs: r.orgs,
+      models: r.models,
+      strategy: r.strategy,
+      targets,
+      weights: r.weights,
+      template: r.template,
+      constraints: { maxCostIncrease: r.constraints?.max_cost_increase },
+    };
+  });
 }
 
 /**
@@ -232,107 +340,39 @@ export function resolveTarget(ref: string, models: Readonly<Record<string, Model
     : `unknown model "${ref}"`;
 }
 
-/** Pure: (environment, file text) → frozen, validated configuration. Throws ConfigError. */
-export function loadGatewayConfig(text: string, env: Readonly<Record<string, string | undefined>>): GatewayConfig {
-  const raw = gatewayConfigSchema.parse(expandEnv(parseYamlText(text), env, ''), '');
-
-  const providers = keyedMap<ProviderSpec>();
-  for (const [id, p] of Object.entries(raw.providers)) {
-    providers[id] = {
-      id,
-      family: p.family,
-      baseUrl: p.base_url,
-      apiKey: p.api_key,
-      apiVersion: p.api_version,
-      headers: p.headers ?? keyedMap<string>(),
-      timeouts: timeoutsOf(p.timeouts),
-      maxResponseBytes: p.max_response_bytes,
-    };
-  }
-  const models = resolveModels(raw, providers);
-
-  const organizations = keyedMap<OrgSpec>();
-  const keyIds = new Set<string>();
-  for (const [id, o] of Object.entries(raw.organizations)) {
-    o.api_keys.forEach((k, i) => {
-      if (keyIds.has(k.id)) throw new ConfigError(`organizations.${id}.api_keys.${i}.id`, `duplicate api key id "${k.id}"`);
-      keyIds.add(k.id);
-    });
-    organizations[id] = {
-      id,
-      name: o.name ?? id,
-      plan: o.plan,
-      features: o.features,
-      monthlyRequestLimit: o.monthly_request_limit,
-      killSwitches: o.kill_switches,
-      apiKeys: o.api_keys,
-    };
-  }
-
-  const routeNames = new Set<string>();
-  const routes: RouteSpec[] = raw.routes.map((r, i) => {
-    const path = `routes.${i}`;
-    if (routeNames.has(r.name)) throw new ConfigError(`${path}.name`, `duplicate route name "${r.name}"`);
-    routeNames.add(r.name);
-    const targets: TargetRef[] = [];
-    r.targets.forEach((ref, j) => {
-      const resolved = resolveTarget(ref, models);
-      if (typeof resolved === 'string') throw new ConfigError(`${path}.targets.${j}`, resolved);
-      targets.push(...resolved);
-    });
-    if (r.weights && r.weights.length !== r.targets.length) {
-      throw new ConfigError(`${path}.weights`, `must have one weight per target (${r.targets.length})`);
-    }
-    if (r.template && !ownValue(raw.templates, r.template)) throw new ConfigError(`${path}.template`, `unknown template "${r.template}"`);
-    return {
-      name: r.name,
-      orgs: r.orgs,
-      models: r.models,
-      strategy: r.strategy,
-      targets,
-      weights: r.weights,
-      template: r.template,
-      constraints: { maxCostIncrease: r.constraints?.max_cost_increase },
-    };
-  });
-
-  raw.firewall.rules.forEach((rule, i) => {
-    // Firewall patterns run on the routing firewall's linear-time matcher (README "Configuration").
+/** Firewall rules whose patterns are in the firewall's language and whose `routes` exist. */
+function firewallOf(raw: Raw['firewall'], routes: readonly RouteSpec[]): GatewayConfig['firewall'] {
+  const routeNames = new Set(routes.map((r) => r.name));
+  raw.rules.forEach((rule, i) => {
+    // Checked by the same linear-time matcher the firewall runs them on (README "Configuration").
     const problem = firewallPatternProblem(rule.pattern);
     if (problem) throw new ConfigError(`firewall.rules.${i}.pattern`, problem);
     rule.routes?.forEach((name, j) => {
       if (!routeNames.has(name)) throw new ConfigError(`firewall.rules.${i}.routes.${j}`, `unknown route "${name}"`);
     });
   });
+  return { rules: raw.rules };
+}
 
-  const w = raw.learning.weights;
+/** The learning loop's outcome weights sum to 1, so an outcome stays in [0, 1]. */
+function learningOf(raw: Raw['learning']): Raw['learning'] {
+  const w = raw.weights;
   if (Math.abs(w.score + w.useful - 1) > 1e-9) {
     throw new ConfigError('learning.weights', `score and useful must sum to 1 (the outcome stays in [0, 1]), got ${w.score + w.useful}`);
   }
+  return raw;
+}
 
-  const rt = raw.routing;
-  if (rt.n_min > rt.n_steady) throw new ConfigError('routing.n_min', `must not exceed routing.n_steady (${rt.n_steady}), got ${rt.n_min}`);
+/** The learning router's cross-field rules: n_min ≤ n_steady, and each phase's signal weights sum to 1 with some weight on what it learns from. */
+function routingOf(raw: Raw['routing']): Raw['routing'] {
+  if (raw.n_min > raw.n_steady) throw new ConfigError('routing.n_min', `must not exceed routing.n_steady (${raw.n_steady}), got ${raw.n_min}`);
   for (const phase of ['cold_start', 'learning', 'steady'] as const) {
-    const pw = rt.weights[phase];
+    const pw = raw.weights[phase];
     const sum = pw.session + pw.auto + pw.manual + pw.benchmark;
     if (Math.abs(sum - 1) > 1e-9) throw new ConfigError(`routing.weights.${phase}`, `session, auto, manual and benchmark must sum to 1, got ${sum}`);
     if (pw.session + pw.auto === 0) throw new ConfigError(`routing.weights.${phase}`, 'session and auto must not both be 0 (the router would never learn)');
   }
-
-  return deepFreeze({
-    providers,
-    models,
-    organizations,
-    routes,
-    firewall: { rules: raw.firewall.rules },
-    templates: Object.assign(keyedMap<TemplateSpec>(), raw.templates),
-    limits: raw.limits,
-    metrics: raw.metrics,
-    learning: raw.learning,
-    routing: raw.routing,
-    breakers: raw.breakers,
-    stores: raw.stores,
-  });
+  return raw;
 }
 
 function deepFreeze<T>(value: T): T {
