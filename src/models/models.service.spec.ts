@@ -1,5 +1,5 @@
 import { GatewayError } from '../common/errors/gateway-error';
-import { makeCaller, makeConfig } from '../routing/testing/routing-fakes';
+import { makeCaller, makeConfig } from '../../test/support/kit';
 import { ListedModel, ModelsService } from './models.service';
 
 const YAML = `

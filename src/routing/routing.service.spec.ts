@@ -3,11 +3,9 @@ import { GatewayError } from '../common/errors/gateway-error';
 import { loadGatewayConfig } from '../config/gateway-config';
 import { RoutingService } from './routing.service';
 import type { RoutingInput, RoutingMode } from './routing.types';
-import pino from 'pino';
 import { MetricsService } from '../metrics/metrics.service';
 import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
-import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
-import { FakeStats, makeConfig, makeInput, seededRandom } from './testing/routing-fakes';
+import { FakeStats, makeConfig, makeInput, ManualClock, seededRandom, silentLogger, SwitchableCache } from '../../test/support/kit';
 
 const MARKER = 'ZQX-PROMPT-MARKER-4242';
 
@@ -130,27 +128,19 @@ routes:
 `;
   const T0 = 1_750_000_000_000;
 
-  /** A memory store that counts breaker calls, to show that routing never calls one. */
-  class CountingStore extends MemoryCacheStore {
-    calls = 0;
-    override breaker(...args: Parameters<MemoryCacheStore['breaker']>): ReturnType<MemoryCacheStore['breaker']> {
-      this.calls++;
-      return super.breaker(...args);
-    }
-  }
-
-  const stores: MemoryCacheStore[] = [];
+  const stores: SwitchableCache[] = [];
   afterEach(async () => {
     for (const s of stores.splice(0)) await s.close();
   });
 
   function setup() {
     const config = makeConfig(BREAKER_YAML);
-    const clock = { t: T0 };
-    const store = new CountingStore({ now: () => clock.t });
+    const clock = new ManualClock(T0);
+    // Counts its calls, to show that routing never makes one.
+    const store = new SwitchableCache({ now: clock.now });
     stores.push(store);
     // random 0.5: no jitter, so the first open period is exactly 5 s.
-    const breakers = new CircuitBreakerService(store, new MetricsService(), { pino: pino({ level: 'silent' }) }, config, { now: () => clock.t, random: () => 0.5 });
+    const breakers = new CircuitBreakerService(store, new MetricsService(), silentLogger(), config, { now: clock.now, random: () => 0.5 });
     const service = new RoutingService(config, new FakeStats(), undefined, undefined, breakers);
     const open = async (provider: string) => {
       for (let i = 0; i < 5; i++) await breakers.record(provider, false, false);

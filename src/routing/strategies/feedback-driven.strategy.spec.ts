@@ -1,6 +1,6 @@
 import { RoutingService } from '../routing.service';
 import type { RoutingDecision, RoutingInput } from '../routing.types';
-import { FakeRegressions, FakeStats, FixedClock, makeConfig, makeInput, seededRandom } from '../testing/routing-fakes';
+import { FakeRegressions, FakeStats, FixedClock, makeConfig, makeInput, seededRandom } from '../../../test/support/kit';
 import { explorationScale } from './learned-score';
 
 const NOW = new Date('2025-01-10T12:02:29.000Z');

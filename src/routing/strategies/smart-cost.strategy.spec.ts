@@ -1,6 +1,6 @@
 import { RoutingService } from '../routing.service';
 import type { RoutingDecision, RoutingInput } from '../routing.types';
-import { FakeStats, FixedClock, makeConfig, makeInput } from '../testing/routing-fakes';
+import { FakeStats, FixedClock, makeConfig, makeInput } from '../../../test/support/kit';
 import { estimateCost, estimateTokens } from './cost';
 import { cheapestWithinTolerance } from './smart-cost.strategy';
 
