@@ -52,6 +52,20 @@ interface LockRecord {
   token: string;
 }
 
+/**
+ * What the locked directory holds, for the messages: the embedded database by default; the trace
+ * spool (src/traces/spool) takes the same lock on its own folder, since two processes appending to
+ * one journal would interleave and replay each other's records.
+ */
+export interface LockSubject {
+  /** e.g. "the embedded database": followed by " in <dir>". */
+  what: string;
+  /** Why two processes must not share it, said after "stop it first: ". */
+  rule: string;
+}
+
+const PGLITE: LockSubject = { what: 'the embedded database', rule: 'two processes must never open one PGlite data directory' };
+
 /** The directory is locked by another process (or already open in this one); the message is one line. */
 export class PgliteDirLockedError extends Error {
   constructor(message: string) {
@@ -195,7 +209,7 @@ function readLock(path: string): Found | undefined {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Removes the stale lock whose content was `staleText`, unless another process replaced it meanwhile. */
-async function removeStale(dir: string, path: string, staleText: string, record: LockRecord): Promise<void> {
+async function removeStale(dir: string, path: string, staleText: string, record: LockRecord, subject: LockSubject): Promise<void> {
   const guard = `${path}.takeover`;
   for (let i = 0; i < TAKEOVER_ATTEMPTS; i++) {
     if (createExclusive(guard, record)) {
@@ -212,23 +226,23 @@ async function removeStale(dir: string, path: string, staleText: string, record:
     if (judge(other.record, other.refreshedAgoMs) === 'gone') unlinkQuiet(guard);
     else await sleep(TAKEOVER_WAIT_MS);
   }
-  throw new PgliteDirLockedError(`the embedded database in ${dir}: another process is taking over its stale lock ${guard}; try again`);
+  throw new PgliteDirLockedError(`${subject.what} in ${dir}: another process is taking over its stale lock ${guard}; try again`);
 }
 
-function lockedMessage(dir: string, path: string, found: Found, verdict: Verdict): string {
+function lockedMessage(dir: string, path: string, found: Found, verdict: Verdict, subject: LockSubject): string {
   const r = found.record;
   if (!r) {
     return (
-      `the embedded database in ${dir} has a lock file that cannot be read (${path}, written ${Math.round(found.refreshedAgoMs / 1000)} s ago); ` +
+      `${subject.what} in ${dir} has a lock file that cannot be read (${path}, written ${Math.round(found.refreshedAgoMs / 1000)} s ago); ` +
       `it counts as abandoned ${ABANDONED_AFTER_MS / 1000} s after it was written`
     );
   }
   const holder = `pid ${r.pid} on ${r.hostname}, started ${r.startedAt}`;
   if (verdict === 'alive') {
-    return `the embedded database in ${dir} is in use by another process (${holder}); stop it first: two processes must never open one PGlite data directory`;
+    return `${subject.what} in ${dir} is in use by another process (${holder}); stop it first: ${subject.rule}`;
   }
   return (
-    `the embedded database in ${dir} is in use by another process (${holder}) that cannot be checked from here (another host or container); ` +
+    `${subject.what} in ${dir} is in use by another process (${holder}) that cannot be checked from here (another host or container); ` +
     `its lock ${path} was refreshed ${Math.round(found.refreshedAgoMs / 1000)} s ago and counts as abandoned after ${ABANDONED_AFTER_MS / 1000} s without a refresh`
   );
 }
@@ -268,11 +282,11 @@ export class PgliteDirLock {
    * the store to release on close, and which is released here if opening fails. No `dataDir` (in
    * memory): no lock. Rejects with PgliteDirLockedError when another live process (or this one) holds it.
    */
-  static async openWith<T>(dataDir: string | undefined, open: (lock: PgliteDirLock | undefined) => Promise<T>): Promise<T> {
+  static async openWith<T>(dataDir: string | undefined, open: (lock: PgliteDirLock | undefined) => Promise<T>, subject: LockSubject = PGLITE): Promise<T> {
     let lock: PgliteDirLock | undefined;
     if (dataDir) {
       mkdirSync(dataDir, { recursive: true });
-      lock = await PgliteDirLock.acquire(dataDir);
+      lock = await PgliteDirLock.acquire(dataDir, subject);
     }
     try {
       return await open(lock);
@@ -282,13 +296,13 @@ export class PgliteDirLock {
     }
   }
 
-  private static async acquire(dir: string): Promise<PgliteDirLock> {
+  private static async acquire(dir: string, subject: LockSubject): Promise<PgliteDirLock> {
     const shown = resolve(dir);
     const key = realpathSync(dir);
-    if (held.has(key)) throw new PgliteDirLockedError(`the embedded database in ${shown} is already open in this process (pid ${process.pid})`);
+    if (held.has(key)) throw new PgliteDirLockedError(`${subject.what} in ${shown} is already open in this process (pid ${process.pid})`);
     held.set(key, 'acquiring');
     try {
-      const lock = await PgliteDirLock.take(shown, key);
+      const lock = await PgliteDirLock.take(shown, key, subject);
       held.set(key, lock);
       return lock;
     } catch (err) {
@@ -297,7 +311,7 @@ export class PgliteDirLock {
     }
   }
 
-  private static async take(dir: string, key: string): Promise<PgliteDirLock> {
+  private static async take(dir: string, key: string, subject: LockSubject): Promise<PgliteDirLock> {
     const path = join(key, LOCK_FILE);
     const record: LockRecord = { ...identity(), token: randomUUID() };
     // Each round either creates the lock, fails for a live holder, or removes a gone one; a bound all the same.
@@ -309,10 +323,10 @@ export class PgliteDirLock {
       const found = readLock(path);
       if (!found) continue;
       const verdict = judge(found.record, found.refreshedAgoMs);
-      if (verdict !== 'gone') throw new PgliteDirLockedError(lockedMessage(dir, path, found, verdict));
-      await removeStale(dir, path, found.text, record);
+      if (verdict !== 'gone') throw new PgliteDirLockedError(lockedMessage(dir, path, found, verdict, subject));
+      await removeStale(dir, path, found.text, record, subject);
     }
-    throw new PgliteDirLockedError(`the embedded database in ${dir}: could not take its lock ${path} (other processes keep taking it)`);
+    throw new PgliteDirLockedError(`${subject.what} in ${dir}: could not take its lock ${path} (other processes keep taking it)`);
   }
 
   /** Removes the lock file if it is still this lock's. Idempotent. */
