@@ -1,21 +1,10 @@
+import { NO_ROUTER } from '../routing/routing.service';
 import type { RoutingDecision, RoutingEvidence, RoutingInsight } from '../routing/routing.types';
 import { LOCALES } from './accept-language';
 import { MAX_TEXT_CHARS, TEMPLATE_IDS, TemplateId } from './explain-texts';
 import { bucketRegressions, chooseTemplate, explainReason, roundToFiveMinutes, toExplainJson } from './explain.mapper';
 
 const MARKER = 'PROMPT-MARKER-MAPPER-0b7e';
-
-const noRouter: RoutingInsight = {
-  routerInvoked: false,
-  phase: null,
-  weights: null,
-  confidence: null,
-  confidenceReason: 'no_router_invoked',
-  explorationRateEffective: 0,
-  usedSharedPoolPrior: false,
-  evidence: null,
-  firewallBlocked: false,
-};
 
 const evidence: RoutingEvidence = {
   samples: 240,
@@ -60,7 +49,7 @@ function ordered(over: Partial<RoutingDecision> = {}): RoutingDecision {
     { provider: 'mock', model: 'mock-fast', score: null },
     { provider: 'mock', model: 'mock-slow', score: null },
   ];
-  return routed({}, { strategyId: 'ordered', candidates, plan: candidates.map(({ provider, model }) => ({ provider, model })), insight: noRouter, ...over });
+  return routed({}, { strategyId: 'ordered', candidates, plan: candidates.map(({ provider, model }) => ({ provider, model })), insight: NO_ROUTER, ...over });
 }
 
 describe('toExplainJson: the contract shape', () => {
@@ -120,7 +109,7 @@ describe('toExplainJson: the contract shape', () => {
   });
 
   it('evidence is null whenever no router was invoked, even if the decision carried some', () => {
-    expect(toExplainJson(ordered({ insight: { ...noRouter, evidence } }), 'en').evidence).toBeNull();
+    expect(toExplainJson(ordered({ insight: { ...NO_ROUTER, evidence } }), 'en').evidence).toBeNull();
   });
 
   it('never emits a non-finite number', () => {

@@ -1,12 +1,9 @@
-import pino from 'pino';
-import type { Caller } from '../common/http/request-context';
-import { AppConfig } from '../config/app-config';
-import { loadEnv } from '../config/env';
+import { FakeRegressions, FakeStats, FixedClock, makeCaller, makeConfig, makeStats, silentLogger } from '../../test/support/kit';
 import { loadGatewayConfig } from '../config/gateway-config';
-import { ModelStats, StatsSnapshot } from '../learning/model-stats';
+import type { ModelStats, StatsSnapshot } from '../learning/model-stats';
 import { MetricsService } from '../metrics/metrics.service';
-import { RegressionsView } from '../routing/regressions/regressions-view';
-import { RoutingClock, RoutingService } from '../routing/routing.service';
+import type { RegressionsView } from '../routing/regressions/regressions-view';
+import { RoutingService } from '../routing/routing.service';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
 import { RoutingExplainService } from './routing-explain.service';
 
@@ -39,77 +36,23 @@ limits: { explain_per_minute_per_org: 1000, explain_per_minute_per_key: 1000 }
 routing: { n0: 10, n_min: 20, n_steady: 200, default_prior: 0.5, regressions: { penalty: 0.05, max_penalty: 0.2 } }
 `;
 
-const caller: Caller = {
-  orgId: 'acme',
-  keyId: 'acme-rw',
-  plan: 'pro',
-  features: ['explain', 'feedback_routing'],
-  permissions: ['read', 'write'],
-  killSwitches: [],
-  monthlyRequestLimit: null,
-};
+const caller = makeCaller({ features: ['explain', 'feedback_routing'] });
 
-function stats(model: string, over: Partial<ModelStats> = {}): ModelStats {
-  return {
-    orgId: 'acme',
-    provider: 'mock',
-    model,
-    n: 0,
-    outcomeMean: 0,
-    outcomeVar: 0,
-    scoreMean: 0,
-    scoreVar: 0,
-    usefulRate: 0,
-    usefulVar: 0,
-    successRate: 0,
-    requests: 0,
-    latencyP50Ms: null,
-    latencyP90Ms: null,
-    latencyP99Ms: null,
-    costMeanUsd: null,
-    npsDetractors: 0,
-    npsPassives: 0,
-    npsPromoters: 0,
-    computedAt: NOW,
-    ...over,
-  };
-}
+/** Stats of acme's mock/`model`: no successful request unless `over` says so. */
+const stats = (model: string, over: Partial<ModelStats> = {}): ModelStats =>
+  makeStats({ orgId: 'acme', provider: 'mock', model, successRate: 0, requests: 0, computedAt: NOW, ...over });
 
-class FakeStats extends StatsSnapshot {
-  readonly refreshedAt = NOW;
-  constructor(
-    private readonly own: ModelStats[] = [],
-    private readonly pooled: ModelStats[] = [],
-    private readonly orgTotal = own.reduce((s, x) => s + x.n, 0),
-  ) {
-    super();
-  }
-  get(orgId: string, provider: string, model: string) {
-    return this.own.find((s) => s.orgId === orgId && s.provider === provider && s.model === model);
-  }
-  pool(provider: string, model: string) {
-    return this.pooled.find((s) => s.provider === provider && s.model === model);
-  }
-  orgSamples(orgId: string) {
-    return orgId === 'acme' ? this.orgTotal : 0;
-  }
-}
-
-class FakeRegressions extends RegressionsView {
-  constructor(private readonly byModel: Record<string, Date[]> = {}) {
-    super();
-  }
-  recent(_org: string, _provider: string, model: string): readonly Date[] {
-    return this.byModel[model] ?? [];
-  }
+/** A snapshot refreshed at NOW of acme's rows and the pool's; acme's sample total is theirs unless `orgTotal` says otherwise. */
+function snapshotOf(own: ModelStats[], pooled: ModelStats[] = [], orgTotal?: number): FakeStats {
+  const snapshot = new FakeStats(NOW);
+  for (const row of [...own, ...pooled]) snapshot.set(row);
+  return orgTotal === undefined ? snapshot : snapshot.samples('acme', orgTotal);
 }
 
 function explainer(snapshot?: StatsSnapshot, regressions?: RegressionsView) {
-  const config = new AppConfig(loadEnv({}), loadGatewayConfig(YAML, {}));
-  const clock: RoutingClock = { now: () => NOW };
-  const routing = new RoutingService(config, snapshot, regressions, clock);
-  const logger = { pino: pino({ level: 'silent' }) };
-  return new RoutingExplainService(routing, new MemoryCacheStore(), config, new MetricsService(), logger);
+  const config = makeConfig(YAML);
+  const routing = new RoutingService(config, snapshot, regressions, new FixedClock(NOW));
+  return new RoutingExplainService(routing, new MemoryCacheStore(), config, new MetricsService(), silentLogger());
 }
 
 const ask = (service: RoutingExplainService, model: string, content = 'how do I reset my password?', acceptLanguage = 'en') =>
@@ -144,7 +87,7 @@ describe('explain over the real routing chain', () => {
   });
 
   it('steady with a clear winner: high confidence, evidence equal to the hand-computed posterior', async () => {
-    const snapshot = new FakeStats([stats('a', { n: 400, outcomeMean: 0.9, outcomeVar: 0.01 }), stats('b', { n: 400, outcomeMean: 0.5, outcomeVar: 0.01 })]);
+    const snapshot = snapshotOf([stats('a', { n: 400, outcomeMean: 0.9, outcomeVar: 0.01 }), stats('b', { n: 400, outcomeMean: 0.5, outcomeVar: 0.01 })]);
     const { body } = await ask(explainer(snapshot), 'learn');
     // score = (n0·prior + n·ȳ)/(n0 + n): a = (10·0.5 + 400·0.9)/410 = 365/410, b = (5 + 200)/410 = 0.5.
     expect(body.candidates[0]).toEqual({ provider: 'mock', model: 'a', score: expect.closeTo(365 / 410, 12) });
@@ -165,10 +108,10 @@ describe('explain over the real routing chain', () => {
   });
 
   it('regressions: bucketed count, last one rounded to 5 minutes, score lowered (capped penalty)', async () => {
-    const snapshot = new FakeStats([stats('a', { n: 400, outcomeMean: 0.9, outcomeVar: 0.01 }), stats('b', { n: 400, outcomeMean: 0.5, outcomeVar: 0.01 })]);
+    const snapshot = snapshotOf([stats('a', { n: 400, outcomeMean: 0.9, outcomeVar: 0.01 }), stats('b', { n: 400, outcomeMean: 0.5, outcomeVar: 0.01 })]);
     // 12 regressions in the last 7 days, newest 57 min 29 s ago: 11:02:31 rounds to 11:05.
     const dates = Array.from({ length: 12 }, (_, i) => new Date(Date.parse('2026-03-04T11:02:31.000Z') - i * 3_600_000));
-    const { body } = await ask(explainer(snapshot, new FakeRegressions({ a: dates })), 'learn');
+    const { body } = await ask(explainer(snapshot, new FakeRegressions().add('acme', 'mock', 'a', ...dates)), 'learn');
     // 12 × 0.05 × (1 − age/7 d) > 0.2, so the penalty is max_penalty 0.2.
     expect(body.candidates[0]).toEqual({ provider: 'mock', model: 'a', score: expect.closeTo(365 / 410 - 0.2, 12) });
     expect(body.evidence).toMatchObject({
@@ -180,7 +123,7 @@ describe('explain over the real routing chain', () => {
   });
 
   it('a close race between two: moderate confidence; among three: low', async () => {
-    const two = new FakeStats([stats('a', { n: 300, outcomeMean: 0.62, outcomeVar: 0.2 }), stats('b', { n: 300, outcomeMean: 0.6, outcomeVar: 0.2 })]);
+    const two = snapshotOf([stats('a', { n: 300, outcomeMean: 0.62, outcomeVar: 0.2 }), stats('b', { n: 300, outcomeMean: 0.6, outcomeVar: 0.2 })]);
     const moderate = (await ask(explainer(two), 'learn')).body;
     expect(moderate.confidence).toBeGreaterThanOrEqual(0.5);
     expect(moderate.confidence).toBeLessThan(0.8);
@@ -188,7 +131,7 @@ describe('explain over the real routing chain', () => {
     // Hand-computed gap: (5 + 300·0.62)/310 − (5 + 300·0.6)/310 = 6/310.
     expect(moderate.evidence!.top2_score_gap).toBeCloseTo(6 / 310, 12);
 
-    const three = new FakeStats([
+    const three = snapshotOf([
       stats('a', { n: 300, outcomeMean: 0.601, outcomeVar: 0.2 }),
       stats('b', { n: 300, outcomeMean: 0.6, outcomeVar: 0.2 }),
       stats('c', { n: 300, outcomeMean: 0.6, outcomeVar: 0.2 }),
@@ -200,7 +143,7 @@ describe('explain over the real routing chain', () => {
   });
 
   it('the cross-organisation pool as prior: shared_prior, capped (cap_shared)', async () => {
-    const snapshot = new FakeStats(
+    const snapshot = snapshotOf(
       [stats('a', { n: 5, outcomeMean: 0.9, outcomeVar: 0.01 })],
       [stats('a', { orgId: '*', n: 100, outcomeMean: 0.8, outcomeVar: 0.02 })],
       50,
@@ -245,7 +188,7 @@ describe('explain over the real routing chain', () => {
   });
 
   it('never quotes the prompt, in any template', async () => {
-    const snapshot = new FakeStats([stats('a', { n: 400, outcomeMean: 0.9, outcomeVar: 0.01 }), stats('b', { n: 40, outcomeMean: 0.5, outcomeVar: 0.01 })]);
+    const snapshot = snapshotOf([stats('a', { n: 400, outcomeMean: 0.9, outcomeVar: 0.01 }), stats('b', { n: 40, outcomeMean: 0.5, outcomeVar: 0.01 })]);
     for (const model of ['learn', 'three', 'save', 'capped', 'a']) {
       for (const locale of ['en', 'pt']) {
         const r = await ask(explainer(snapshot), model, 'x', locale);

@@ -31,7 +31,7 @@ interface Part {
 }
 
 /** What a decision says when no router ran (direct, ordered, weighted; or the firewall stopped it first). */
-const NO_ROUTER: RoutingInsight = {
+export const NO_ROUTER: Readonly<RoutingInsight> = {
   routerInvoked: false,
   phase: null,
   weights: null,
