@@ -331,7 +331,7 @@ describe('prototype names in the config file', () => {
     }
     for (const n of ID_NAMES) {
       expect(cfg.providers[n].headers).toEqual({ [n]: n });
-      expect(cfg.organizations[n].apiKeys[0].id).toBe(n);
+      expect(cfg.organizations[n].api_keys[0].id).toBe(n);
     }
   });
 

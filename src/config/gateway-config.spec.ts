@@ -29,7 +29,7 @@ function errorOf(text: string, env: Record<string, string> = { OPENAI_API_KEY: '
 describe('loadGatewayConfig', () => {
   it('loads a valid file, expands ${VAR} and resolves targets', () => {
     const cfg = loadGatewayConfig(base, { OPENAI_API_KEY: 'sk-test' });
-    expect(cfg.providers.openai.apiKey?.reveal()).toBe('sk-test');
+    expect(cfg.providers.openai.api_key?.reveal()).toBe('sk-test');
     expect(cfg.models['gpt-4o-mini'].targets).toEqual([{ provider: 'openai', upstream: 'gpt-4o-mini-2024', timeouts: expect.any(Object) }]);
     expect(cfg.models.llama.targets.map((t) => [t.provider, t.upstream])).toEqual([['openai', 'llama-x'], ['local', 'llama']]);
     expect(cfg.routes[0].targets).toEqual([
@@ -82,8 +82,8 @@ describe('loadGatewayConfig', () => {
       { OPENAI_API_KEY: 'x', K: 'gw-plain-key' },
     );
     const org = cfg.organizations.acme;
-    expect(org).toMatchObject({ plan: 'pro', features: ['explain'], monthlyRequestLimit: null, killSwitches: [] });
-    expect(org.apiKeys[0].permissions).toEqual(['read', 'write']);
+    expect(org).toMatchObject({ plan: 'pro', features: ['explain'], monthly_request_limit: null, kill_switches: [] });
+    expect(org.api_keys[0].permissions).toEqual(['read', 'write']);
     expect(JSON.stringify(cfg)).not.toContain('gw-plain-key');
     expect(inspect(cfg, { depth: 10 })).not.toContain('gw-plain-key');
   });
@@ -111,7 +111,7 @@ providers:
 models:
 ${models}
 `;
-  const targetsOf = (models: string, id: string) => loadGatewayConfig(yaml(models), {}).models[id].targets.map((t) => [t.provider, t.structuredOutput]);
+  const targetsOf = (models: string, id: string) => loadGatewayConfig(yaml(models), {}).models[id].targets.map((t) => [t.provider, t.structured_output]);
 
   it('is absent by default (the family decides), set per model, and overridden per provider', () => {
     expect(targetsOf('  m: { provider: claude }', 'm')).toEqual([['claude', undefined]]);

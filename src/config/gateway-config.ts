@@ -8,21 +8,21 @@ import {
 } from './gateway-config.schema';
 
 export interface Timeouts {
-  connectMs?: number;
-  firstTokenMs?: number;
-  idleMs?: number;
-  totalMs?: number;
+  connect_ms?: number;
+  first_token_ms?: number;
+  idle_ms?: number;
+  total_ms?: number;
 }
 
 export interface ProviderSpec {
   id: string;
   family: ProviderFamily;
-  baseUrl?: string;
-  apiKey?: Secret;
-  apiVersion?: string;
+  base_url?: string;
+  api_key?: Secret;
+  api_version?: string;
   headers: Readonly<Record<string, string>>;
   timeouts: Timeouts;
-  maxResponseBytes?: number;
+  max_response_bytes?: number;
 }
 
 /** One provider serving a catalogue model: the (provider, upstream name) pair tried in order. */
@@ -31,7 +31,7 @@ export interface ModelTargetSpec {
   upstream: string;
   timeouts: Timeouts;
   /** `structured_output` of the target, else of the model; absent = the provider family's default. */
-  structuredOutput?: StructuredOutputMode;
+  structured_output?: StructuredOutputMode;
 }
 
 /**
@@ -48,17 +48,17 @@ export interface ModelSpec {
   id: string;
   type: 'chat' | 'embedding';
   targets: readonly ModelTargetSpec[];
-  cost?: { inputPerMtok: number; outputPerMtok: number };
+  cost?: { input_per_mtok: number; output_per_mtok: number };
   quality?: number;
-  manualScore?: number;
-  maxOutputTokens?: number;
+  manual_score?: number;
+  max_output_tokens?: number;
   dimensions?: number;
   reasoning: ReasoningSpec;
 }
 
 export interface ReasoningSpec {
   mode: ReasoningMode;
-  canDisable: boolean;
+  can_disable: boolean;
   budgets: { low?: number; medium?: number; high?: number };
 }
 
@@ -73,9 +73,9 @@ export interface OrgSpec {
   name: string;
   plan: Plan;
   features: readonly Feature[];
-  monthlyRequestLimit: number | null;
-  killSwitches: readonly KillSwitch[];
-  apiKeys: readonly ApiKeySpec[];
+  monthly_request_limit: number | null;
+  kill_switches: readonly KillSwitch[];
+  api_keys: readonly ApiKeySpec[];
 }
 
 /** A route target: (provider id, catalogue model id). */
@@ -92,7 +92,7 @@ export interface RouteSpec {
   targets: readonly TargetRef[];
   weights?: readonly number[];
   template?: string;
-  constraints: { maxCostIncrease?: number };
+  constraints: { max_cost_increase?: number };
 }
 
 export interface FirewallRuleSpec {
@@ -108,7 +108,13 @@ export interface TemplateSpec {
   messages?: readonly { role: 'system' | 'user' | 'assistant' | 'developer'; content: string }[];
 }
 
-/** The id maps (providers, models, organizations, templates, provider headers) have no prototype; read them with `ownValue`. */
+/**
+ * The validated `gateway.yaml`. Its properties are named as the file's keys (snake_case, e.g.
+ * `routing.n_min`, `routes[].constraints.max_cost_increase`, `models.<id>.max_output_tokens`), so the
+ * file, the code and the README's "Configuration" use one name for each setting; derived values (a
+ * model's `targets`, a route's resolved `targets`) keep the same scheme. The id maps (providers,
+ * models, organizations, templates, provider headers) have no prototype; read them with `ownValue`.
+ */
 export interface GatewayConfig {
   providers: Readonly<Record<string, ProviderSpec>>;
   models: Readonly<Record<string, ModelSpec>>;
@@ -190,11 +196,12 @@ function parseYamlText(text: string): unknown {
   }
 }
 
-const timeoutsOf = (t?: { connect_ms?: number; first_token_ms?: number; idle_ms?: number; total_ms?: number }): Timeouts => ({
-  connectMs: t?.connect_ms,
-  firstTokenMs: t?.first_token_ms,
-  idleMs: t?.idle_ms,
-  totalMs: t?.total_ms,
+/** Every key present (undefined when unset), as the merge of a model's and its provider entry's timeouts expects. */
+const timeoutsOf = (t?: Timeouts): Timeouts => ({
+  connect_ms: t?.connect_ms,
+  first_token_ms: t?.first_token_ms,
+  idle_ms: t?.idle_ms,
+  total_ms: t?.total_ms,
 });
 
 function providersOf(raw: Raw['providers']): Record<string, ProviderSpec> {
@@ -203,12 +210,12 @@ function providersOf(raw: Raw['providers']): Record<string, ProviderSpec> {
     providers[id] = {
       id,
       family: p.family,
-      baseUrl: p.base_url,
-      apiKey: p.api_key,
-      apiVersion: p.api_version,
+      base_url: p.base_url,
+      api_key: p.api_key,
+      api_version: p.api_version,
       headers: p.headers ?? keyedMap<string>(),
       timeouts: timeoutsOf(p.timeouts),
-      maxResponseBytes: p.max_response_bytes,
+      max_response_bytes: p.max_response_bytes,
     };
   }
   return providers;
@@ -225,14 +232,14 @@ function modelsOf(raw: Raw['models'], providers: Readonly<Record<string, Provide
       id,
       type: m.type,
       targets,
-      cost: m.cost && { inputPerMtok: m.cost.input_per_mtok, outputPerMtok: m.cost.output_per_mtok },
+      cost: m.cost,
       quality: m.quality,
-      manualScore: m.manual_score,
-      maxOutputTokens: m.max_output_tokens,
+      manual_score: m.manual_score,
+      max_output_tokens: m.max_output_tokens,
       dimensions: m.dimensions,
       reasoning: m.reasoning
-        ? { mode: m.reasoning.mode, canDisable: m.reasoning.can_disable, budgets: m.reasoning.budgets ?? {} }
-        : { mode: 'none', canDisable: true, budgets: {} },
+        ? { mode: m.reasoning.mode, can_disable: m.reasoning.can_disable, budgets: m.reasoning.budgets ?? {} }
+        : { mode: 'none', can_disable: true, budgets: {} },
     };
   }
   return models;
@@ -243,7 +250,7 @@ function modelTargets(id: string, m: RawModel): ModelTargetSpec[] {
   const path = `models.${id}`;
   if (m.provider && m.providers) throw new ConfigError(path, 'give either provider or providers, not both');
   if (m.provider) {
-    return [{ provider: m.provider, upstream: m.upstream ?? id, timeouts: timeoutsOf(m.timeouts), structuredOutput: m.structured_output }];
+    return [{ provider: m.provider, upstream: m.upstream ?? id, timeouts: timeoutsOf(m.timeouts), structured_output: m.structured_output }];
   }
   if (!m.providers || Object.keys(m.providers).length === 0) throw new ConfigError(`${path}.provider`, 'is required (or providers)');
   if (m.upstream) throw new ConfigError(`${path}.upstream`, 'with providers, give upstream per provider');
@@ -251,7 +258,7 @@ function modelTargets(id: string, m: RawModel): ModelTargetSpec[] {
     provider: p,
     upstream: t.upstream ?? id,
     timeouts: { ...timeoutsOf(m.timeouts), ...timeoutsOf(t.timeouts) },
-    structuredOutput: t.structured_output ?? m.structured_output,
+    structured_output: t.structured_output ?? m.structured_output,
   }));
 }
 
@@ -262,10 +269,10 @@ function checkTargetProviders(id: string, m: RawModel, targets: readonly ModelTa
     const at = m.provider ? `${path}.provider` : `${path}.providers.${t.provider}`;
     const provider = ownValue(providers, t.provider);
     if (!provider) throw new ConfigError(at, `unknown provider "${t.provider}"`);
-    const families = t.structuredOutput && STRUCTURED_OUTPUT_FAMILIES[t.structuredOutput];
+    const families = t.structured_output && STRUCTURED_OUTPUT_FAMILIES[t.structured_output];
     if (families && !families.includes(provider.family)) {
       const field = m.providers?.[t.provider]?.structured_output ? `${path}.providers.${t.provider}.structured_output` : `${path}.structured_output`;
-      throw new ConfigError(field, `${t.structuredOutput} is for the ${families.join(', ')} family, not ${provider.family} (provider "${t.provider}")`);
+      throw new ConfigError(field, `${t.structured_output} is for the ${families.join(', ')} family, not ${provider.family} (provider "${t.provider}")`);
     }
   }
 }
@@ -284,9 +291,9 @@ function organizationsOf(raw: Raw['organizations']): Record<string, OrgSpec> {
       name: o.name ?? id,
       plan: o.plan,
       features: o.features,
-      monthlyRequestLimit: o.monthly_request_limit,
-      killSwitches: o.kill_switches,
-      apiKeys: o.api_keys,
+      monthly_request_limit: o.monthly_request_limit,
+      kill_switches: o.kill_switches,
+      api_keys: o.api_keys,
     };
   }
   return organizations;
@@ -317,7 +324,7 @@ function routesOf(raw: Raw['routes'], models: Readonly<Record<string, ModelSpec>
       targets,
       weights: r.weights,
       template: r.template,
-      constraints: { maxCostIncrease: r.constraints?.max_cost_increase },
+      constraints: { max_cost_increase: r.constraints?.max_cost_increase },
     };
   });
 }

@@ -1,15 +1,10 @@
+import { thrownBy } from '../../test/support/kit';
 import { GatewayError } from '../common/errors/gateway-error';
 import { MAX_DIMENSIONS, MAX_INPUT_BYTES, MAX_INPUTS, parseEmbeddingsBody } from './embeddings-request';
 
 function failure(body: unknown): { code: string; param?: string; message: string } {
-  try {
-    parseEmbeddingsBody(body);
-  } catch (err) {
-    expect(err).toBeInstanceOf(GatewayError);
-    const e = err as GatewayError;
-    return { code: e.code, param: e.param, message: e.message };
-  }
-  throw new Error('expected a validation failure');
+  const { code, param, message } = thrownBy(() => parseEmbeddingsBody(body), GatewayError);
+  return { code, param, message };
 }
 
 const ok = { model: 'embed-small', input: 'hello' };

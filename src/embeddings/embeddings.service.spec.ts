@@ -1,3 +1,4 @@
+import { thrownBy } from '../../test/support/kit';
 import { AppConfig } from '../config/app-config';
 import { loadEnv } from '../config/env';
 import { loadGatewayConfig } from '../config/gateway-config';
@@ -30,15 +31,7 @@ function check(models: string): void {
   }
 }
 
-function configError(models: string): string {
-  try {
-    check(models);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as Error).message;
-  }
-  throw new Error('expected a ConfigError');
-}
+const configError = (models: string): string => thrownBy(() => check(models), ConfigError).message;
 
 describe('checkEmbeddingModels (start-up)', () => {
   it('accepts embedding models on OpenAI-compatible families with embeddings, Gemini and mock, and chat models anywhere', () => {

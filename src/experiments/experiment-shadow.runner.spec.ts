@@ -11,7 +11,7 @@ import { ExperimentShadowOptions, ExperimentShadowRunner, type ShadowCall } from
 const CAND: TargetRef = { provider: 'groq', model: 'llama' };
 const SHADOW = { experimentId: '00000000-0000-4000-8000-000000000001', target: CAND };
 
-const upstream = { model: { cost: { inputPerMtok: 1, outputPerMtok: 2 } } } as unknown as UpstreamTarget;
+const upstream = { model: { cost: { input_per_mtok: 1, output_per_mtok: 2 } } } as unknown as UpstreamTarget;
 const result: ChatResult = {
   choices: [{ index: 0, message: { role: 'assistant', content: 'candidate text' }, finish_reason: 'stop' }],
   usage: { prompt_tokens: 1_000, completion_tokens: 500, total_tokens: 1_500 },

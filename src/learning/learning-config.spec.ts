@@ -1,17 +1,10 @@
+import { thrownBy } from '../../test/support/kit';
 import { loadGatewayConfig } from '../config/gateway-config';
 import { ConfigError } from '../config/schema';
 
 /** `learning:` in gateway.yaml (README "Configuration"): defaults, overrides, and the path of a bad field. */
 describe('learning config', () => {
-  const errorOf = (yaml: string): string => {
-    try {
-      loadGatewayConfig(yaml, {});
-    } catch (err) {
-      expect(err).toBeInstanceOf(ConfigError);
-      return (err as Error).message;
-    }
-    throw new Error('expected a ConfigError');
-  };
+  const errorOf = (yaml: string): string => thrownBy(() => loadGatewayConfig(yaml, {}), ConfigError).message;
 
   it('defaults to a 30-day window, a 5-second beat and weights 0.6 / 0.4', () => {
     expect(loadGatewayConfig('', {}).learning).toEqual({ window_days: 30, refresh_seconds: 5, weights: { score: 0.6, useful: 0.4 } });

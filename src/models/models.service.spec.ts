@@ -1,5 +1,5 @@
+import { makeCaller, makeConfig, thrownBy } from '../../test/support/kit';
 import { GatewayError } from '../common/errors/gateway-error';
-import { makeCaller, makeConfig } from '../../test/support/kit';
 import { ListedModel, ModelsService } from './models.service';
 
 const YAML = `
@@ -24,15 +24,7 @@ const service = (yaml = YAML) => new ModelsService(makeConfig(yaml));
 const listOf = (orgId: string, yaml?: string): ListedModel[] => service(yaml).list(makeCaller({ orgId }));
 const ids = (orgId: string, yaml?: string) => listOf(orgId, yaml).map((m) => m.id);
 
-function notFound(fn: () => unknown): GatewayError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(GatewayError);
-    return err as GatewayError;
-  }
-  throw new Error('expected a GatewayError');
-}
+const notFound = (fn: () => unknown): GatewayError => thrownBy(fn, GatewayError);
 
 describe('ModelsService.list', () => {
   it('lists every catalogue id, chat and embedding, with its (first) provider as owner', () => {

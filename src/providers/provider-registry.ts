@@ -35,10 +35,10 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 function mergeTimeouts(...layers: Timeouts[]): ResolvedTimeouts {
   const pick = (k: keyof Timeouts) => layers.map((l) => l[k]).find((v) => v !== undefined);
   return {
-    connectMs: pick('connectMs') ?? DEFAULT_TIMEOUTS.connectMs,
-    firstTokenMs: pick('firstTokenMs') ?? DEFAULT_TIMEOUTS.firstTokenMs,
-    idleMs: pick('idleMs') ?? DEFAULT_TIMEOUTS.idleMs,
-    totalMs: pick('totalMs') ?? DEFAULT_TIMEOUTS.totalMs,
+    connectMs: pick('connect_ms') ?? DEFAULT_TIMEOUTS.connectMs,
+    firstTokenMs: pick('first_token_ms') ?? DEFAULT_TIMEOUTS.firstTokenMs,
+    idleMs: pick('idle_ms') ?? DEFAULT_TIMEOUTS.idleMs,
+    totalMs: pick('total_ms') ?? DEFAULT_TIMEOUTS.totalMs,
   };
 }
 
@@ -78,8 +78,8 @@ export class ProviderRegistry implements OnApplicationShutdown {
         model,
         upstream: mt.upstream,
         timeouts: mergeTimeouts(mt.timeouts, provider.timeouts),
-        maxResponseBytes: provider.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
-        ...(mt.structuredOutput ? { structuredOutput: mt.structuredOutput } : {}),
+        maxResponseBytes: provider.max_response_bytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+        ...(mt.structured_output ? { structuredOutput: mt.structured_output } : {}),
       };
       this.targets.set(k, t);
     }

@@ -1,17 +1,12 @@
+import { thrownBy } from '../../test/support/kit';
 import { GatewayError } from '../common/errors/gateway-error';
 import { parseExplainBody } from './explain-request';
 
 const request = { model: 'auto', messages: [{ role: 'user', content: 'hi' }] };
 
 function failure(body: unknown): { code: string; param?: string; message: string } {
-  try {
-    parseExplainBody(body);
-  } catch (err) {
-    expect(err).toBeInstanceOf(GatewayError);
-    const e = err as GatewayError;
-    return { code: e.code, param: e.param, message: e.message };
-  }
-  throw new Error('expected a failure');
+  const { code, param, message } = thrownBy(() => parseExplainBody(body), GatewayError);
+  return { code, param, message };
 }
 
 describe('parseExplainBody', () => {

@@ -6,7 +6,7 @@ import { resolveTarget, RouteSpec, TargetRef } from '../config/gateway-config';
 import { StatsSnapshot } from '../learning/model-stats';
 import { Firewall } from './firewall/firewall';
 import { RegressionsView } from './regressions/regressions-view';
-import { BreakerView } from './breaker-view';
+import { BreakerView } from '../resilience/circuit-breaker/breaker-view';
 import type { Candidate, FilteredCandidate, FilterReason, RoutingDecision, RoutingInput, RoutingInsight } from './routing.types';
 import { directStrategy } from './strategies/basic.strategies';
 import { estimateTokens, overCostCeiling } from './strategies/cost';
@@ -170,7 +170,7 @@ export class RoutingService {
     };
     let kept = sift(part.targets, (t) => !open.has(t.provider), 'breaker_open');
     const route = part.rule.route;
-    const ratio = route?.constraints.maxCostIncrease;
+    const ratio = route?.constraints.max_cost_increase;
     if (route && ratio !== undefined) {
       const over = overCostCeiling(kept, route.targets[0], ratio, this.config.gateway.models, ctx.tokens);
       kept = sift(kept, (t) => !over.has(t), 'constraint_max_cost_increase');

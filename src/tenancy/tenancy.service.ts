@@ -97,13 +97,13 @@ export class TenancyService extends ApiKeyAuthenticator {
             name: org.name,
             plan: org.plan,
             features: [...org.features],
-            monthlyRequestLimit: org.monthlyRequestLimit,
-            killSwitches: [...org.killSwitches],
+            monthlyRequestLimit: org.monthly_request_limit,
+            killSwitches: [...org.kill_switches],
             source: 'config',
           },
           tx,
         );
-        for (const key of org.apiKeys) {
+        for (const key of org.api_keys) {
           const plain = key.key.reveal();
           await this.repo.upsertKey(
             { id: key.id, orgId: org.id, keyHash: this.hasher.hash(plain), keyPrefix: keyPrefix(plain), permissions: [...key.permissions], source: 'config' },

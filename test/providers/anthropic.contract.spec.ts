@@ -11,7 +11,7 @@ afterAll(() => http.destroy());
 
 const fake = new AnthropicFake();
 const target = (overrides: Partial<UpstreamTarget> = {}): UpstreamTarget => ({
-  ...makeTarget({ family: 'anthropic', baseUrl: fake.url, apiKey: new Secret('sk-ant-fake') }),
+  ...makeTarget({ family: 'anthropic', base_url: fake.url, api_key: new Secret('sk-ant-fake') }),
   ...overrides,
 });
 
@@ -24,7 +24,7 @@ providerContract('anthropic', async () => {
 describe('anthropic adapter against the fake', () => {
   const adapter = createAnthropicAdapter(http);
   const own = new AnthropicFake();
-  const ownTarget = (model: Parameters<typeof makeTarget>[2] = {}) => makeTarget({ family: 'anthropic', baseUrl: own.url, apiKey: new Secret('sk-ant-fake') }, 'claude-fake', model);
+  const ownTarget = (model: Parameters<typeof makeTarget>[2] = {}) => makeTarget({ family: 'anthropic', base_url: own.url, api_key: new Secret('sk-ant-fake') }, 'claude-fake', model);
   const ctx = (t: UpstreamTarget) => ({ target: t, signal: new AbortController().signal, requestId: 'req-anthropic' });
   beforeAll(() => own.start());
   afterEach(() => own.reset());
@@ -32,7 +32,7 @@ describe('anthropic adapter against the fake', () => {
 
   it('posts to /v1/messages with x-api-key, anthropic-version and the mapped body', async () => {
     own.next({ text: 'ok' });
-    await adapter.chat({ messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] }, ctx(ownTarget({ maxOutputTokens: 2048 })));
+    await adapter.chat({ messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] }, ctx(ownTarget({ max_output_tokens: 2048 })));
     const rec = own.requests[0];
     expect([rec.method, rec.path]).toEqual(['POST', '/v1/messages']);
     expect(rec.headers['x-api-key']).toBe('sk-ant-fake');
@@ -59,7 +59,7 @@ describe('anthropic adapter against the fake', () => {
 
   it('streams thinking as reasoning deltas and reports thinking tokens, with a budget the real API accepts', async () => {
     own.next({ text: 'Answer.', reasoning: 'Let me think about it', usage: { prompt: 8, completion: 30, reasoning: 21 } });
-    const t = ownTarget({ reasoning: { mode: 'budget', canDisable: true, budgets: {} } });
+    const t = ownTarget({ reasoning: { mode: 'budget', can_disable: true, budgets: {} } });
     let reasoning = '';
     let text = '';
     const usages: unknown[] = [];
@@ -88,7 +88,7 @@ describe('anthropic adapter against the fake', () => {
 
   it('without an API key the fake answers 401 authentication_error, as the real API does', async () => {
     own.next({ text: 'never sent' });
-    const t = makeTarget({ family: 'anthropic', baseUrl: own.url }, 'claude-fake');
+    const t = makeTarget({ family: 'anthropic', base_url: own.url }, 'claude-fake');
     const err = (await adapter.chat({ messages: [{ role: 'user', content: 'Hi' }] }, ctx(t)).catch((e: unknown) => e)) as UpstreamError;
     expect([err.kind, err.status, err.opts.code]).toEqual(['status', 401, 'authentication_error']);
     expect(own.requests[0].headers['x-api-key']).toBeUndefined();

@@ -12,7 +12,7 @@ const http = new UpstreamHttp();
 afterAll(() => http.destroy());
 
 const targetFor = (fake: GeminiFake, overrides: Partial<UpstreamTarget> = {}, model: Partial<UpstreamTarget['model']> = {}): UpstreamTarget => ({
-  ...makeTarget({ family: 'gemini', id: 'gemini-test', baseUrl: fake.url, apiKey: new Secret(KEY) }, 'fake-model', model),
+  ...makeTarget({ family: 'gemini', id: 'gemini-test', base_url: fake.url, api_key: new Secret(KEY) }, 'fake-model', model),
   ...overrides,
 });
 
@@ -113,7 +113,7 @@ describe('gemini adapter against the fake (wire details)', () => {
 
   it('maps reasoning_effort by the model mode and streams thought parts as reasoning, never content', async () => {
     next({ text: 'ok', reasoning: 'Considering the request', usage: { prompt: 4, completion: 30, reasoning: 28 } });
-    const budget = targetFor(fake, {}, { reasoning: { mode: 'budget', canDisable: true, budgets: { medium: 4000 } } });
+    const budget = targetFor(fake, {}, { reasoning: { mode: 'budget', can_disable: true, budgets: { medium: 4000 } } });
     const events = await collect(await adapter.chatStream({ ...REQ, reasoning_effort: 'medium' }, ctx(budget)));
     expect(fake.requests[0].body.generationConfig.thinkingConfig).toEqual({ thinkingBudget: 4000, includeThoughts: true });
     const text = (k: 'content' | 'reasoning') => events.map((e) => (e.type === 'delta' ? (e[k] ?? '') : '')).join('');
@@ -121,7 +121,7 @@ describe('gemini adapter against the fake (wire details)', () => {
     expect(events.at(-1)).toEqual({ type: 'usage', usage: { prompt_tokens: 4, completion_tokens: 30, total_tokens: 34, reasoning_tokens: 28 } });
 
     next({});
-    const level = targetFor(fake, {}, { reasoning: { mode: 'level', canDisable: false, budgets: {} } });
+    const level = targetFor(fake, {}, { reasoning: { mode: 'level', can_disable: false, budgets: {} } });
     await adapter.chat({ ...REQ, reasoning_effort: 'none' }, ctx(level));
     expect(fake.requests[1].body.generationConfig).toEqual({ thinkingConfig: { thinkingLevel: 'low' } });
   });

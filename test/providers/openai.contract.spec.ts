@@ -16,7 +16,7 @@ const AZURE_VERSION = '2024-10-21';
 function setupFor(family: OpenAiCompatibleFamily & OpenAiFakeVariant) {
   return async () => {
     const fake = await new OpenAiFake({ variant: family, apiKey: KEY }).start();
-    const provider = { family, baseUrl: fake.url, apiKey: new Secret(KEY), ...(family === 'azure' ? { apiVersion: AZURE_VERSION } : {}) };
+    const provider = { family, base_url: fake.url, api_key: new Secret(KEY), ...(family === 'azure' ? { api_version: AZURE_VERSION } : {}) };
     return {
       adapter: createOpenAiCompatibleAdapter(http, family),
       fake,
@@ -57,7 +57,7 @@ describe('openai-compatible adapter against the fake', () => {
   let fake: OpenAiFake;
   let adapter: ProviderAdapter;
   const target = (provider: Partial<Parameters<typeof makeTarget>[0]> = {}, upstream = 'gpt-test', model = {}) =>
-    makeTarget({ family: 'openai', baseUrl: fake.url, apiKey: new Secret(KEY), ...provider }, upstream, model);
+    makeTarget({ family: 'openai', base_url: fake.url, api_key: new Secret(KEY), ...provider }, upstream, model);
 
   beforeAll(async () => {
     fake = await new OpenAiFake({ variant: 'openai', apiKey: KEY }).start();
@@ -108,7 +108,7 @@ describe('openai-compatible adapter against the fake', () => {
 
   it('a wrong key is a 401 status error', async () => {
     fake.next({});
-    const err = await rejection(adapter.chat(REQ, ctx(target({ apiKey: new Secret('sk-wrong') }))));
+    const err = await rejection(adapter.chat(REQ, ctx(target({ api_key: new Secret('sk-wrong') }))));
     expect(err.opts).toMatchObject({ status: 401, code: 'invalid_api_key' });
   });
 
@@ -138,7 +138,7 @@ describe('openai-compatible adapter against the fake', () => {
 describe('groq variant against the fake', () => {
   let fake: OpenAiFake;
   const adapter = createOpenAiCompatibleAdapter(http, 'groq');
-  const target = () => makeTarget({ family: 'groq', baseUrl: fake.url, apiKey: new Secret(KEY) }, 'llama-3.3-70b-versatile');
+  const target = () => makeTarget({ family: 'groq', base_url: fake.url, api_key: new Secret(KEY) }, 'llama-3.3-70b-versatile');
 
   beforeAll(async () => {
     fake = await new OpenAiFake({ variant: 'groq', apiKey: KEY }).start();
@@ -183,7 +183,7 @@ describe('groq variant against the fake', () => {
 describe('azure variant against the fake', () => {
   let fake: OpenAiFake;
   const adapter = createOpenAiCompatibleAdapter(http, 'azure');
-  const target = (apiVersion?: string) => makeTarget({ family: 'azure', baseUrl: fake.url, apiKey: new Secret(KEY), apiVersion }, 'my-gpt4o-deployment');
+  const target = (apiVersion?: string) => makeTarget({ family: 'azure', base_url: fake.url, api_key: new Secret(KEY), api_version: apiVersion }, 'my-gpt4o-deployment');
 
   beforeAll(async () => {
     fake = await new OpenAiFake({ variant: 'azure', apiKey: KEY }).start();

@@ -19,7 +19,7 @@ export function makeTarget(provider: Partial<ProviderSpec> & Pick<ProviderSpec, 
   const p: ProviderSpec = { id: provider.family, headers: {}, timeouts: {}, ...provider };
   return {
     provider: p,
-    model: { id: 'catalogue-model', type: 'chat', targets: [{ provider: p.id, upstream, timeouts: {} }], reasoning: { mode: 'none', canDisable: true, budgets: {} }, ...model },
+    model: { id: 'catalogue-model', type: 'chat', targets: [{ provider: p.id, upstream, timeouts: {} }], reasoning: { mode: 'none', can_disable: true, budgets: {} }, ...model },
     upstream,
     timeouts: TIMEOUTS,
     maxResponseBytes: 4 * 1024 * 1024,
@@ -227,7 +227,7 @@ export function providerContract(name: string, setup: () => Promise<ContractSetu
       s.fake.next({ stallBeforeHeadersMs: 3_000 });
       const err = await upstreamError(s.adapter.chatStream(REQ, ctx(s.target())));
       expect([err.kind, err.opts.phase]).toEqual(['timeout', 'first_token']);
-      const dead = s.target({ provider: { ...s.target().provider, baseUrl: 'http://127.0.0.1:9' } });
+      const dead = s.target({ provider: { ...s.target().provider, base_url: 'http://127.0.0.1:9' } });
       expect((await upstreamError(s.adapter.chat(REQ, ctx(dead)))).kind).toBe('network');
     });
 

@@ -6,15 +6,15 @@ function target(model: Partial<ModelSpec> = {}): UpstreamTarget {
   const provider = { id: 'anthropic', family: 'anthropic' as const, headers: {}, timeouts: {} };
   return {
     provider,
-    model: { id: 'claude', type: 'chat', targets: [], reasoning: { mode: 'none', canDisable: true, budgets: {} }, ...model },
+    model: { id: 'claude', type: 'chat', targets: [], reasoning: { mode: 'none', can_disable: true, budgets: {} }, ...model },
     upstream: 'claude-sonnet-4-5',
     timeouts: { connectMs: 1000, firstTokenMs: 1000, idleMs: 1000, totalMs: 1000 },
     maxResponseBytes: 1 << 20,
   };
 }
 
-const budget = (budgets: ModelSpec['reasoning']['budgets'] = {}, canDisable = true) => target({ reasoning: { mode: 'budget', canDisable, budgets } });
-const adaptive = (canDisable = true) => target({ reasoning: { mode: 'adaptive', canDisable, budgets: {} } });
+const budget = (budgets: ModelSpec['reasoning']['budgets'] = {}, canDisable = true) => target({ reasoning: { mode: 'budget', can_disable: canDisable, budgets } });
+const adaptive = (canDisable = true) => target({ reasoning: { mode: 'adaptive', can_disable: canDisable, budgets: {} } });
 const user = (content: string): ChatRequest['messages'][number] => ({ role: 'user', content });
 const map = (req: Partial<ChatRequest>, t = target(), stream = false) => toMessagesRequest({ messages: [user('Hi')], ...req }, t, stream);
 
@@ -177,8 +177,8 @@ describe('anthropic request mapping', () => {
 
   describe('max_tokens is always sent', () => {
     it.each([
-      ['the request', { max_completion_tokens: 300 }, { maxOutputTokens: 8192 }, 300],
-      ["the model's max_output_tokens", {}, { maxOutputTokens: 8192 }, 8192],
+      ['the request', { max_completion_tokens: 300 }, { max_output_tokens: 8192 }, 300],
+      ["the model's max_output_tokens", {}, { max_output_tokens: 8192 }, 8192],
       ['the 4096 default', {}, {}, 4096],
     ])('from %s', (_label, req, model, expected) => {
       expect(map(req, target(model)).max_tokens).toBe(expected);
@@ -239,7 +239,7 @@ describe('anthropic request mapping', () => {
     });
 
     it.each(['none', 'effort', 'level'] as const)('mode %s drops the field', (mode) => {
-      const body = map({ reasoning_effort: 'high', temperature: 0.4 }, target({ reasoning: { mode, canDisable: true, budgets: {} } }));
+      const body = map({ reasoning_effort: 'high', temperature: 0.4 }, target({ reasoning: { mode, can_disable: true, budgets: {} } }));
       expect(body).not.toHaveProperty('thinking');
       expect(body).not.toHaveProperty('output_config');
       expect(body.temperature).toBe(0.4);

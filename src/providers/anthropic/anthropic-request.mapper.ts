@@ -94,7 +94,7 @@ type ThinkingPlan = { thinking: WireThinking; effort?: Exclude<ReasoningEffort, 
  *   adapter's capabilities declare seed, n > 1 and JSON mode unsupported so the chat layer decides.
  */
 export function toMessagesRequest(req: ChatRequest, target: UpstreamTarget, stream: boolean): WireRequest {
-  const allowance = req.max_completion_tokens ?? target.model.maxOutputTokens ?? DEFAULT_MAX_TOKENS;
+  const allowance = req.max_completion_tokens ?? target.model.max_output_tokens ?? DEFAULT_MAX_TOKENS;
   const body: WireRequest = { model: target.upstream, max_tokens: allowance, messages: toWireMessages(req.messages) };
 
   const system = systemText(req.messages);
@@ -159,7 +159,7 @@ export function planThinking(req: ChatRequest, model: ModelSpec): ThinkingPlan {
   let effort = req.reasoning_effort;
   if (effort === undefined) return undefined;
   if (effort === 'none') {
-    if (model.reasoning.canDisable) return undefined;
+    if (model.reasoning.can_disable) return undefined;
     effort = 'low';
   }
   const mode = model.reasoning.mode;

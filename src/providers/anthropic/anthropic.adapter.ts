@@ -77,10 +77,10 @@ export class AnthropicAdapter implements ProviderAdapter {
   private send(req: ChatRequest, ctx: CallContext, stream: boolean): Promise<UpstreamResponse> {
     const { provider } = ctx.target;
     const headers: Record<string, string> = { 'anthropic-version': ANTHROPIC_VERSION, ...provider.headers };
-    if (provider.apiKey) headers['x-api-key'] = provider.apiKey.reveal();
+    if (provider.api_key) headers['x-api-key'] = provider.api_key.reveal();
     return this.http.send({
       poolKey: provider.id,
-      url: messagesUrl(provider.baseUrl),
+      url: messagesUrl(provider.base_url),
       headers,
       body: toMessagesRequest(req, ctx.target, stream),
       signal: ctx.signal,

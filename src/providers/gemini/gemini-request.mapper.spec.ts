@@ -6,8 +6,8 @@ import {
 } from './gemini-request.mapper';
 import { makeToolCallId } from './gemini-tool-call-id';
 
-const NO_REASONING: ReasoningSpec = { mode: 'none', canDisable: true, budgets: {} };
-const reasoning = (mode: ReasoningSpec['mode'], canDisable = true, budgets: ReasoningSpec['budgets'] = {}): ReasoningSpec => ({ mode, canDisable, budgets });
+const NO_REASONING: ReasoningSpec = { mode: 'none', can_disable: true, budgets: {} };
+const reasoning = (mode: ReasoningSpec['mode'], canDisable = true, budgets: ReasoningSpec['budgets'] = {}): ReasoningSpec => ({ mode, can_disable: canDisable, budgets });
 
 describe('gemini request mapping', () => {
   it('lifts system and developer messages into systemInstruction, in order, and maps roles to user/model', () => {

@@ -38,10 +38,10 @@ export function thinkingConfigFor(effort: ReasoningEffort | undefined, reasoning
   if (effort === undefined) return undefined;
   switch (reasoning.mode) {
     case 'budget':
-      if (effort === 'none') return reasoning.canDisable ? { thinkingBudget: 0 } : undefined;
+      if (effort === 'none') return reasoning.can_disable ? { thinkingBudget: 0 } : undefined;
       return { thinkingBudget: reasoning.budgets[effort] ?? DEFAULT_THINKING_BUDGETS[effort], includeThoughts: true };
     case 'level':
-      if (effort === 'none') return { thinkingLevel: reasoning.canDisable ? 'minimal' : 'low' };
+      if (effort === 'none') return { thinkingLevel: reasoning.can_disable ? 'minimal' : 'low' };
       return { thinkingLevel: effort, includeThoughts: true };
     case 'none':
     case 'effort':

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { thrownBy } from '../../../test/support/kit';
 import type { StreamEvent } from '../provider-adapter';
 import { UpstreamError } from '../upstream-error';
 import { readSse } from '../sse/sse-reader';
@@ -15,15 +16,7 @@ import type { GeminiGenerateContentResponse } from './gemini.wire';
 
 const fixture = (name: string) => readFileSync(join(__dirname, 'fixtures', name), 'utf8');
 
-function thrown(fn: () => unknown): UpstreamError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(UpstreamError);
-    return err as UpstreamError;
-  }
-  throw new Error('expected an UpstreamError');
-}
+const thrown = (fn: () => unknown): UpstreamError => thrownBy(fn, UpstreamError);
 
 async function* bytes(text: string, every = 7): AsyncGenerator<Buffer> {
   const buf = Buffer.from(text, 'utf8');

@@ -105,10 +105,10 @@ export class GeminiAdapter implements ProviderAdapter {
 
   private send(ctx: CallContext, method: Method, body: unknown, stream: boolean, timeouts = ctx.target.timeouts): Promise<UpstreamResponse> {
     const { target } = ctx;
-    const base = (target.provider.baseUrl ?? GEMINI_DEFAULT_BASE_URL).replace(/\/+$/, '');
+    const base = (target.provider.base_url ?? GEMINI_DEFAULT_BASE_URL).replace(/\/+$/, '');
     const model = encodeURIComponent(target.upstream.replace(/^models\//, ''));
     const headers: Record<string, string> = { ...target.provider.headers };
-    if (target.provider.apiKey) headers['x-goog-api-key'] = target.provider.apiKey.reveal();
+    if (target.provider.api_key) headers['x-goog-api-key'] = target.provider.api_key.reveal();
     if (stream) headers.accept = 'text/event-stream';
     return this.http.send({
       poolKey: target.provider.id,

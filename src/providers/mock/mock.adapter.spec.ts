@@ -7,7 +7,7 @@ function ctx(upstream = 'mock-fast', reasoning: ModelSpec['reasoning']['mode'] =
   return {
     target: {
       provider: { id: 'mock', family: 'mock', headers: {}, timeouts: {} },
-      model: { id: 'm', type: 'chat', targets: [], reasoning: { mode: reasoning, canDisable: true, budgets: {} } },
+      model: { id: 'm', type: 'chat', targets: [], reasoning: { mode: reasoning, can_disable: true, budgets: {} } },
       upstream,
       timeouts: { connectMs: 1000, firstTokenMs: 1000, idleMs: 1000, totalMs: 1000 },
       maxResponseBytes: 1 << 20,

@@ -18,7 +18,7 @@ export class MissingBaseUrlError extends Error {
 }
 
 export function baseUrlOf(target: UpstreamTarget, variant: OpenAiVariant): string {
-  const base = target.provider.baseUrl ?? variant.defaultBaseUrl;
+  const base = target.provider.base_url ?? variant.defaultBaseUrl;
   if (!base) throw new MissingBaseUrlError(target.provider.id, variant.family);
   return base.replace(/\/+$/, '');
 }
@@ -32,7 +32,7 @@ export function endpointFor(target: UpstreamTarget, variant: OpenAiVariant, op: 
   const base = baseUrlOf(target, variant);
   if (variant.urlShape === 'openai') return { url: `${base}/${op}`, modelInBody: true };
   const resource = base.replace(/\/openai(\/v1)?$/, '');
-  const version = target.provider.apiVersion;
+  const version = target.provider.api_version;
   if (!version) return { url: `${resource}/openai/v1/${op}`, modelInBody: true };
   const deployment = encodeURIComponent(target.upstream);
   return { url: `${resource}/openai/deployments/${deployment}/${op}?api-version=${encodeURIComponent(version)}`, modelInBody: false };
@@ -41,7 +41,7 @@ export function endpointFor(target: UpstreamTarget, variant: OpenAiVariant, op: 
 /** Auth and content negotiation; the provider's configured headers come last so they can override. */
 export function headersFor(target: UpstreamTarget, variant: OpenAiVariant, stream: boolean): Record<string, string> {
   const headers: Record<string, string> = { accept: stream ? 'text/event-stream' : 'application/json' };
-  const key = target.provider.apiKey?.reveal();
+  const key = target.provider.api_key?.reveal();
   if (key) {
     if (variant.auth === 'api-key') headers['api-key'] = key;
     else headers.authorization = `Bearer ${key}`;

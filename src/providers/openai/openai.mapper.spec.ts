@@ -23,7 +23,7 @@ function target(family: OpenAiCompatibleFamily, reasoning: Partial<ReasoningSpec
   const provider: ProviderSpec = { id: family, family, headers: {}, timeouts: {} };
   return {
     provider,
-    model: { id: 'cat', type: 'chat', targets: [], reasoning: { mode: 'none', canDisable: true, budgets: {}, ...reasoning }, ...model },
+    model: { id: 'cat', type: 'chat', targets: [], reasoning: { mode: 'none', can_disable: true, budgets: {}, ...reasoning }, ...model },
     upstream: 'up-model',
     timeouts: { connectMs: 1, firstTokenMs: 1, idleMs: 1, totalMs: 1 },
     maxResponseBytes: 1,
@@ -151,17 +151,17 @@ describe('toWireRequest', () => {
     });
 
     it.each(['low', 'medium', 'high'] as const)('mode effort sends %s as reasoning_effort (OpenRouter: reasoning.effort)', (effort) => {
-      expect(body('groq', effort, { mode: 'effort', canDisable: false }).reasoning_effort).toBe(effort);
+      expect(body('groq', effort, { mode: 'effort', can_disable: false }).reasoning_effort).toBe(effort);
       const or = body('openrouter', effort, { mode: 'effort' });
       expect(or.reasoning).toEqual({ effort });
       expect(or).not.toHaveProperty('reasoning_effort');
     });
 
     it('none is sent only when the model can disable reasoning', () => {
-      expect(body('openai', 'none', { mode: 'effort', canDisable: true }).reasoning_effort).toBe('none');
-      expect(body('openai', 'none', { mode: 'effort', canDisable: false })).not.toHaveProperty('reasoning_effort');
-      expect(body('openrouter', 'none', { mode: 'effort', canDisable: true }).reasoning).toEqual({ effort: 'none' });
-      expect(body('openrouter', 'none', { mode: 'effort', canDisable: false })).not.toHaveProperty('reasoning');
+      expect(body('openai', 'none', { mode: 'effort', can_disable: true }).reasoning_effort).toBe('none');
+      expect(body('openai', 'none', { mode: 'effort', can_disable: false })).not.toHaveProperty('reasoning_effort');
+      expect(body('openrouter', 'none', { mode: 'effort', can_disable: true }).reasoning).toEqual({ effort: 'none' });
+      expect(body('openrouter', 'none', { mode: 'effort', can_disable: false })).not.toHaveProperty('reasoning');
     });
 
     it('no effort asked, no field', () => {

@@ -44,7 +44,7 @@ export interface WireRequestOptions {
 
 export function reasoningFor(effort: ReasoningEffort | undefined, spec: ReasoningSpec, variant: OpenAiVariant): Pick<WireChatRequest, 'reasoning_effort' | 'reasoning'> {
   if (effort === undefined || spec.mode !== 'effort') return {};
-  if (effort === 'none' && !spec.canDisable) return {};
+  if (effort === 'none' && !spec.can_disable) return {};
   return variant.reasoningParam === 'reasoning.effort' ? { reasoning: { effort } } : { reasoning_effort: effort };
 }
 

@@ -10,7 +10,7 @@ import { OPENAI_COMPATIBLE_FAMILIES, OpenAiCompatibleFamily, VARIANTS } from './
 function target(family: OpenAiCompatibleFamily, provider: Partial<ProviderSpec> = {}, upstream = 'my-model'): UpstreamTarget {
   return {
     provider: { id: `p-${family}`, family, headers: {}, timeouts: {}, ...provider },
-    model: { id: 'cat', type: 'chat', targets: [], reasoning: { mode: 'none', canDisable: true, budgets: {} } },
+    model: { id: 'cat', type: 'chat', targets: [], reasoning: { mode: 'none', can_disable: true, budgets: {} } },
     upstream,
     timeouts: { connectMs: 1, firstTokenMs: 1, idleMs: 1, totalMs: 1 },
     maxResponseBytes: 1,
@@ -65,8 +65,8 @@ describe('endpointFor', () => {
   });
 
   it('a configured base URL wins; trailing slashes are dropped', () => {
-    expect(endpointFor(target('vllm', { baseUrl: 'http://gpu:8000/v1/' }), VARIANTS.vllm, 'embeddings').url).toBe('http://gpu:8000/v1/embeddings');
-    expect(endpointFor(target('openai', { baseUrl: 'http://proxy/v1' }), VARIANTS.openai, 'chat/completions').url).toBe('http://proxy/v1/chat/completions');
+    expect(endpointFor(target('vllm', { base_url: 'http://gpu:8000/v1/' }), VARIANTS.vllm, 'embeddings').url).toBe('http://gpu:8000/v1/embeddings');
+    expect(endpointFor(target('openai', { base_url: 'http://proxy/v1' }), VARIANTS.openai, 'chat/completions').url).toBe('http://proxy/v1/chat/completions');
   });
 
   it.each(['azure', 'vllm'] as const)('%s without base_url is a clear configuration error', (family) => {
@@ -75,7 +75,7 @@ describe('endpointFor', () => {
   });
 
   it('azure: the deployment URL with api-version when api_version is set', () => {
-    const t = target('azure', { baseUrl: 'https://res.openai.azure.com', apiVersion: '2024-10-21' }, 'gpt 4o/prod');
+    const t = target('azure', { base_url: 'https://res.openai.azure.com', api_version: '2024-10-21' }, 'gpt 4o/prod');
     expect(endpointFor(t, VARIANTS.azure, 'chat/completions')).toEqual({
       url: 'https://res.openai.azure.com/openai/deployments/gpt%204o%2Fprod/chat/completions?api-version=2024-10-21',
       modelInBody: false,
@@ -84,21 +84,21 @@ describe('endpointFor', () => {
   });
 
   it('azure: the v1 GA path with the model in the body without api_version', () => {
-    expect(endpointFor(target('azure', { baseUrl: 'https://res.openai.azure.com/' }), VARIANTS.azure, 'chat/completions')).toEqual({
+    expect(endpointFor(target('azure', { base_url: 'https://res.openai.azure.com/' }), VARIANTS.azure, 'chat/completions')).toEqual({
       url: 'https://res.openai.azure.com/openai/v1/chat/completions',
       modelInBody: true,
     });
   });
 
   it.each(['https://res.openai.azure.com/openai', 'https://res.openai.azure.com/openai/v1'])('azure: a base given as %s is accepted', (baseUrl) => {
-    expect(endpointFor(target('azure', { baseUrl }), VARIANTS.azure, 'chat/completions').url).toBe('https://res.openai.azure.com/openai/v1/chat/completions');
+    expect(endpointFor(target('azure', { base_url: baseUrl }), VARIANTS.azure, 'chat/completions').url).toBe('https://res.openai.azure.com/openai/v1/chat/completions');
   });
 });
 
 describe('headersFor', () => {
   it('Bearer key for every family but azure, which uses api-key', () => {
     for (const f of OPENAI_COMPATIBLE_FAMILIES) {
-      const h = headersFor(target(f, { apiKey: new Secret('k-1') }), VARIANTS[f], false);
+      const h = headersFor(target(f, { api_key: new Secret('k-1') }), VARIANTS[f], false);
       if (f === 'azure') expect(h).toEqual({ accept: 'application/json', 'api-key': 'k-1' });
       else expect(h).toEqual({ accept: 'application/json', authorization: 'Bearer k-1' });
     }
@@ -106,7 +106,7 @@ describe('headersFor', () => {
 
   it('no key, no auth header; streams accept text/event-stream; configured headers come last', () => {
     expect(headersFor(target('ollama'), VARIANTS.ollama, true)).toEqual({ accept: 'text/event-stream' });
-    const h = headersFor(target('azure', { apiKey: new Secret('k'), headers: { authorization: 'Bearer entra-token', 'x-title': 'gw' } }), VARIANTS.azure, false);
+    const h = headersFor(target('azure', { api_key: new Secret('k'), headers: { authorization: 'Bearer entra-token', 'x-title': 'gw' } }), VARIANTS.azure, false);
     expect(h).toEqual({ accept: 'application/json', 'api-key': 'k', authorization: 'Bearer entra-token', 'x-title': 'gw' });
   });
 });

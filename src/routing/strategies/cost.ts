@@ -25,7 +25,7 @@ export function estimateTokens(messages: readonly ChatMessage[], maxCompletionTo
 /** Estimated USD cost from the catalogue's per-million-token prices; null when the model has no `cost`. */
 export function estimateCost(model: ModelSpec | undefined, t: TokenEstimate): number | null {
   if (!model?.cost) return null;
-  return (t.input * model.cost.inputPerMtok + t.output * model.cost.outputPerMtok) / 1e6;
+  return (t.input * model.cost.input_per_mtok + t.output * model.cost.output_per_mtok) / 1e6;
 }
 
 /** USD cost of tokens a request used (chat, embeddings, shadow calls); null without usage or prices. */

@@ -104,7 +104,7 @@ export class LearnedScorer {
     const model = ownValue(this.models, target.model);
     const session = own && own.n > 0 ? own.outcomeMean : null;
     const auto = this.autoSignal(own);
-    const manual = model?.manualScore ?? null;
+    const manual = model?.manual_score ?? null;
     const benchmark = model?.quality ?? null;
 
     const observed = this.observed(own, w);
