@@ -1,30 +1,19 @@
-import pino from 'pino';
+import { makeCaller, makeConfig, ManualClock, memoryLogger, SwitchableSql } from '../../test/support/kit';
 import { createTestPglite } from '../../test/support/pglite';
-import { SwitchableSql } from '../../test/support/switchable-sql';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
 import { DtoPipe } from '../common/http/validated-body';
-import { AppConfig } from '../config/app-config';
-import { loadEnv } from '../config/env';
-import { loadGatewayConfig } from '../config/gateway-config';
 import { LimitsService } from '../limits/limits.service';
 import { MonthlyUsageRepository } from '../limits/monthly-usage.repository';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
 import { PgliteSqlStore } from '../stores/sql/pglite-sql.store';
 import { SubmitFeedbackDto } from './dto/submit-feedback.dto';
 import { FeedbackRepository } from './feedback.repository';
 import { FeedbackOptions, FeedbackService } from './feedback.service';
 
-const caller: Caller = {
-  orgId: 'acme',
-  keyId: 'acme-rw',
-  plan: 'pro',
-  features: [],
-  permissions: ['read', 'write'],
-  killSwitches: [],
-  monthlyRequestLimit: null,
-};
+const caller = makeCaller({ features: [] });
 
 const dto = (over: Partial<SubmitFeedbackDto> = {}): SubmitFeedbackDto => Object.assign(new SubmitFeedbackDto(), { session_id: 's-1', score: 8, useful: true }, over);
 
@@ -35,19 +24,20 @@ describe('FeedbackService', () => {
   let metrics: MetricsService;
   let lines: Record<string, unknown>[];
   let service: FeedbackService;
-  let clock: { t: number };
+  let clock: ManualClock;
 
   beforeEach(async () => {
     pglite = await createTestPglite();
     sql = new SwitchableSql(pglite);
     metrics = new MetricsService();
-    lines = [];
-    const logger = { pino: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }) };
-    const config = new AppConfig(loadEnv({}), loadGatewayConfig('limits: { requests_per_minute_per_key: 3 }', {}));
-    limits = new LimitsService(new MemoryCacheStore(), new MonthlyUsageRepository(sql), metrics, logger, config);
-    clock = { t: Date.parse('2026-03-01T12:00:00Z') };
-    const options: FeedbackOptions = { maxHeld: 3, retryIntervalMs: 60_000, shutdownWaitMs: 2_000, now: () => clock.t };
-    service = new FeedbackService(new FeedbackRepository(sql), limits, metrics, logger, options);
+    const { logger, lines: logged } = memoryLogger();
+    lines = logged;
+    const config = makeConfig('limits: { requests_per_minute_per_key: 3 }');
+    const fallback = new StoreFallback(metrics, logger);
+    limits = new LimitsService(new MemoryCacheStore(), new MonthlyUsageRepository(sql), metrics, logger, fallback, config);
+    clock = new ManualClock(Date.parse('2026-03-01T12:00:00Z'));
+    const options: FeedbackOptions = { maxHeld: 3, retryIntervalMs: 60_000, shutdownWaitMs: 2_000, now: clock.now };
+    service = new FeedbackService(new FeedbackRepository(sql), limits, metrics, logger, fallback, options);
   });
   afterEach(async () => {
     await limits.beforeApplicationShutdown();

@@ -1,14 +1,11 @@
-import pino from 'pino';
+import { makeConfig, memoryLogger, SwitchableSql } from '../../test/support/kit';
 import { createTestPglite } from '../../test/support/pglite';
-import { SwitchableSql } from '../../test/support/switchable-sql';
-import { AppConfig } from '../config/app-config';
-import { loadEnv } from '../config/env';
-import { loadGatewayConfig } from '../config/gateway-config';
+import type { AppLogger } from '../common/logging/logger';
 import { MetricsService } from '../metrics/metrics.service';
 import { StoreFallback } from '../resilience/store-fallback';
 import { PgliteSqlStore } from '../stores/sql/pglite-sql.store';
 import { AggregationJob } from './aggregation.job';
-import { ModelStatsRepository } from './model-stats.repository';
+import { AggregationParams, ModelStatsRepository } from './model-stats.repository';
 import { StatsSnapshotService } from './stats-snapshot.service';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -32,13 +29,12 @@ describe('AggregationJob', () => {
   let sql: SwitchableSql;
   let snapshot: StatsSnapshotService;
   let metrics: MetricsService;
+  let logger: AppLogger;
   let lines: Record<string, unknown>[];
   let job: AggregationJob | undefined;
 
-  function makeJob(yaml: string, logIntervalMs = 60_000): AggregationJob {
-    const config = new AppConfig(loadEnv({}), loadGatewayConfig(yaml, {}));
-    const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-    job = new AggregationJob(new ModelStatsRepository(sql), snapshot, config, metrics, new StoreFallback(metrics, { pino: logger }), { logIntervalMs });
+  function makeJob(yaml: string, logIntervalMs = 60_000, repo = new ModelStatsRepository(sql)): AggregationJob {
+    job = new AggregationJob(repo, snapshot, makeConfig(yaml), metrics, new StoreFallback(metrics, logger), { logIntervalMs });
     return job;
   }
 
@@ -47,7 +43,7 @@ describe('AggregationJob', () => {
     sql = new SwitchableSql(pglite);
     snapshot = new StatsSnapshotService();
     metrics = new MetricsService();
-    lines = [];
+    ({ logger, lines } = memoryLogger());
   });
   afterEach(async () => {
     await job?.beforeApplicationShutdown();
@@ -87,21 +83,20 @@ describe('AggregationJob', () => {
   });
 
   it('spends at most 5 % of the time recomputing: after a slow recompute, beats only reload the snapshot', async () => {
-    const j = makeJob('learning: { refresh_seconds: 0.05 }');
-    const repo = (j as unknown as { repo: ModelStatsRepository }).repo;
-    const recompute = repo.recompute.bind(repo);
-    const loadAll = repo.loadAll.bind(repo);
     let recomputes = 0;
     let reloads = 0;
-    repo.recompute = async (params) => {
-      recomputes++;
-      await sleep(100); // a slow recompute: the next one is due 100 / 0.05 = 2,000 ms after this one started
-      return recompute(params);
-    };
-    repo.loadAll = async () => {
-      reloads++;
-      return loadAll();
-    };
+    class SlowRecompute extends ModelStatsRepository {
+      override async recompute(params: AggregationParams) {
+        recomputes++;
+        await sleep(100); // a slow recompute: the next one is due 100 / 0.05 = 2,000 ms after this one started
+        return super.recompute(params);
+      }
+      override async loadAll() {
+        reloads++;
+        return super.loadAll();
+      }
+    }
+    const j = makeJob('learning: { refresh_seconds: 0.05 }', undefined, new SlowRecompute(sql));
     await j.onApplicationBootstrap();
     await seedSession(pglite, 's1', 10);
     await sleep(1_000);
