@@ -1,26 +1,6 @@
+import { makeExperiment } from '../../test/support/kit';
 import { evaluateStopRule, QUALITY_WEIGHTS } from './experiment-quality';
 import type { ArmStats } from './experiment-stats.repository';
-import type { ExperimentRecord } from './experiment.record';
-
-function makeExperiment(overrides: Partial<ExperimentRecord> = {}): ExperimentRecord {
-  const at = new Date(Date.UTC(2025, 0, 1));
-  return {
-    id: 'e1',
-    orgId: 'acme',
-    type: 'canary',
-    status: 'active',
-    trafficPct: 50,
-    baseline: { provider: 'mock', model: 'base' },
-    candidate: { provider: 'mock', model: 'cand' },
-    stopRule: { minN: 4, maxRegression: 0.05 },
-    summary: null,
-    startedAt: at,
-    endedAt: null,
-    createdAt: at,
-    createdByKeyId: 'k',
-    ...overrides,
-  };
-}
 
 function arm(overrides: Partial<ArmStats> = {}): ArmStats {
   return { feedbackSessions: 4, scoreMean: 0.8, usefulRate: 0.75, requests: 5, errors: 1, latencyP50Ms: 120, costMeanUsd: 0.002, ...overrides };

@@ -1,30 +1,13 @@
-import pino from 'pino';
+import { makeExperiment as kitExperiment, silentLogger, UnusedSql } from '../../test/support/kit';
 import { MetricsService } from '../metrics/metrics.service';
 import { StoreFallback } from '../resilience/store-fallback';
-import type { ArmStats, ExperimentStats, ExperimentStatsRepository } from './experiment-stats.repository';
+import { type ArmStats, type ExperimentStats, ExperimentStatsRepository } from './experiment-stats.repository';
 import { ExperimentStopRulesJob } from './experiment-stop-rules.job';
 import type { ExperimentRecord } from './experiment.record';
-import type { ExperimentsRepository } from './experiments.repository';
+import { ExperimentsRepository } from './experiments.repository';
 import type { ExperimentSummary, ExperimentsService } from './experiments.service';
 
-function makeExperiment(id: string): ExperimentRecord {
-  const at = new Date(Date.UTC(2025, 0, 1));
-  return {
-    id,
-    orgId: 'acme',
-    type: 'canary',
-    status: 'active',
-    trafficPct: 50,
-    baseline: { provider: 'mock', model: 'base' },
-    candidate: { provider: 'mock', model: 'cand' },
-    stopRule: { minN: 2, maxRegression: 0.05 },
-    summary: null,
-    startedAt: at,
-    endedAt: null,
-    createdAt: at,
-    createdByKeyId: 'k',
-  };
-}
+const makeExperiment = (id: string): ExperimentRecord => kitExperiment({ id, stopRule: { minN: 2, maxRegression: 0.05 } });
 
 const arm = (o: Partial<ArmStats> = {}): ArmStats => ({ feedbackSessions: 2, scoreMean: 0.8, usefulRate: 1, requests: 2, errors: 0, latencyP50Ms: 10, costMeanUsd: null, ...o });
 
@@ -37,14 +20,8 @@ class World {
   endedElsewhere = new Set<string>();
   moves: Array<[string, string, ExperimentSummary | null, string?]> = [];
 
-  repo = { listActive: async () => (this.listFails ? Promise.reject(new Error('down')) : this.active) };
-  statsRepo = {
-    armStats: async (e: ExperimentRecord) => {
-      const s = this.stats.get(e.id);
-      if (s instanceof Error) throw s;
-      return s ?? { baseline: arm({ feedbackSessions: 0 }), candidate: arm({ feedbackSessions: 0 }) };
-    },
-  };
+  repo = new ActiveExperiments(this);
+  statsRepo = new ArmStatsOf(this);
   service = {
     complete: async (id: string, summary: ExperimentSummary) => this.move(id, 'completed', summary),
     rollbackBySystem: async (id: string, reason: string, summary: ExperimentSummary | null = null) => this.move(id, 'rolled_back', summary, reason),
@@ -60,12 +37,35 @@ class World {
     const metrics = new MetricsService();
     return new ExperimentStopRulesJob(
       this.service as unknown as ExperimentsService,
-      this.repo as unknown as ExperimentsRepository,
-      this.statsRepo as unknown as ExperimentStatsRepository,
+      this.repo,
+      this.statsRepo,
       metrics,
-      new StoreFallback(metrics, { pino: pino({ level: 'silent' }) }),
+      new StoreFallback(metrics, silentLogger()),
       { intervalMs },
     );
+  }
+}
+
+/** The repository's one read the job makes, over the world's list; no SQL is reached. */
+class ActiveExperiments extends ExperimentsRepository {
+  constructor(private readonly world: World) {
+    super(new UnusedSql());
+  }
+  override async listActive(): Promise<ExperimentRecord[]> {
+    if (this.world.listFails) throw new Error('down');
+    return this.world.active;
+  }
+}
+
+/** Each experiment's arms as the world sets them (no feedback when unset); an Error set for one is thrown. */
+class ArmStatsOf extends ExperimentStatsRepository {
+  constructor(private readonly world: World) {
+    super(new UnusedSql());
+  }
+  override async armStats(e: Pick<ExperimentRecord, 'id'>): Promise<ExperimentStats> {
+    const s = this.world.stats.get(e.id);
+    if (s instanceof Error) throw s;
+    return s ?? { baseline: arm({ feedbackSessions: 0 }), candidate: arm({ feedbackSessions: 0 }) };
   }
 }
 

@@ -1,3 +1,4 @@
+import { makeCaller as kitCaller, makeExperiment as kitExperiment, makeShadowCall } from '../../test/support/kit';
 import type { Caller } from '../common/http/request-context';
 import type { TargetRef } from '../config/gateway-config';
 import type { ExperimentShadowRunner, ShadowCall } from './experiment-shadow.runner';
@@ -9,31 +10,20 @@ const BASE: TargetRef = { provider: 'openai', model: 'gpt-4o-mini' };
 const CAND: TargetRef = { provider: 'groq', model: 'llama-3.1-8b' };
 const OTHER: TargetRef = { provider: 'anthropic', model: 'claude-haiku' };
 
-function makeCaller(overrides: Partial<Caller> = {}): Caller {
-  return { orgId: 'acme', keyId: 'acme-rw', plan: 'pro', features: ['has_test_ab'], permissions: ['read', 'write'], killSwitches: [], monthlyRequestLimit: null, ...overrides };
-}
+const makeCaller = (overrides: Partial<Caller> = {}): Caller => kitCaller({ features: ['has_test_ab'], ...overrides });
 
 let ids = 0;
-function makeExperiment(overrides: Partial<ExperimentRecord> = {}): ExperimentRecord {
-  const at = new Date(Date.UTC(2025, 0, 1));
-  ids++;
-  return {
-    id: `00000000-0000-4000-8000-${String(ids).padStart(12, '0')}`,
-    orgId: 'acme',
-    type: 'canary',
-    status: 'active',
+/** An active canary of BASE against CAND at 30 %, each with an id of its own. */
+const makeExperiment = (overrides: Partial<ExperimentRecord> = {}): ExperimentRecord =>
+  kitExperiment({
+    id: `00000000-0000-4000-8000-${String(++ids).padStart(12, '0')}`,
     trafficPct: 30,
     baseline: BASE,
     candidate: CAND,
     stopRule: { minN: 100, maxRegression: 0.05 },
-    summary: null,
-    startedAt: at,
-    endedAt: null,
-    createdAt: at,
     createdByKeyId: 'acme-rw',
     ...overrides,
-  };
-}
+  });
 
 /** The one method of ExperimentsService the router reads, over a list the test sets. */
 class FakeExperiments {
@@ -65,15 +55,7 @@ function setup(list: ExperimentRecord[] = []) {
 }
 
 const decision = (plan: TargetRef[] = [BASE, OTHER]) => ({ plan });
-const shadowCall = (): ShadowCall => ({
-  caller: makeCaller(),
-  requestId: 'req-1',
-  requestedModel: 'auto',
-  route: 'default',
-  strategy: 'ordered',
-  request: { messages: [{ role: 'user', content: 'hi' }] },
-  supports: () => undefined,
-});
+const shadowCall = (): ShadowCall => makeShadowCall();
 
 describe('splitPoint', () => {
   it('is deterministic, in [0, 100), independent per experiment, and uniform', () => {
