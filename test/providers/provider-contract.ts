@@ -1,6 +1,6 @@
 import type { ModelSpec, ProviderSpec } from '../../src/config/gateway-config';
 import type { ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '../../src/providers/provider-adapter';
-import { ERROR_BODY_MAX_BYTES, ERROR_BODY_MAX_MS } from '../../src/providers/http/upstream-http';
+import { ERROR_BODY_MAX_BYTES, ERROR_BODY_MAX_MS } from '../../src/providers/http/upstream-call';
 import { UpstreamError } from '../../src/providers/upstream-error';
 import { DEFAULT_TEXT, FakeUpstream, LARGE_ERROR_BODY_BYTES } from '../fakes/fake-upstream';
 

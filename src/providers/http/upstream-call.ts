@@ -1,0 +1,219 @@
+import type http from 'node:http';
+import type https from 'node:https';
+import type { Readable } from 'node:stream';
+import zlib from 'node:zlib';
+import { parseRetryAfter, UpstreamError } from '../upstream-error';
+import type { UpstreamRequest, UpstreamResponse } from './upstream-http';
+
+/**
+ * How much of an error status's body `readErrorText` reads. Adapters keep about 500 characters of
+ * it for the log line; the rest of a multi-MiB error page is never buffered.
+ */
+export const ERROR_BODY_MAX_BYTES = 64 * 1024;
+
+/**
+ * How long `readErrorText` waits for an error status's body. The status alone decides fallback
+ * (docs/api.md "Fallback"), so a body that stalls or drips must not hold the next target back
+ * for the total timeout (600 s by default, the only timer on a non-streaming body).
+ */
+export const ERROR_BODY_MAX_MS = 2_000;
+
+/** Thrown into the socket when connecting takes too long; mapped to a timeout UpstreamError. */
+export class ConnectTimeout extends Error {}
+
+type TimerPhase = 'first_token' | 'idle' | 'total';
+
+const ZLIB_SYNC = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH };
+const BROTLI_SYNC = { flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH };
+const DECODERS: Record<string, () => zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress> = {
+  gzip: () => zlib.createGunzip(ZLIB_SYNC),
+  'x-gzip': () => zlib.createGunzip(ZLIB_SYNC),
+  deflate: () => zlib.createInflate(ZLIB_SYNC),
+  br: () => zlib.createBrotliDecompress(BROTLI_SYNC),
+};
+
+const is2xx = (status: number) => status >= 200 && status < 300;
+
+/**
+ * One upstream request of `UpstreamHttp.send`, from the request to the end of its body: the timers
+ * (total; first token and idle between chunks for streams; connect is the agent's), the wiring of
+ * the client's signal, the status decision, and the body reader. Its first failure (a timer or the
+ * client) is the one every later error reports.
+ */
+export class UpstreamCall {
+  /** The first reason the call ended early (a timer or the client); later errors are its echoes. */
+  private failure: UpstreamError | undefined;
+  /** The response started: request errors from then on reach the body reader (or nobody reads any more). */
+  private responded = false;
+  private total: NodeJS.Timeout | undefined;
+  private firstToken: NodeJS.Timeout | undefined;
+  private idle: NodeJS.Timeout | undefined;
+  private outgoing!: http.ClientRequest;
+  private readonly onClientAbort = () => this.fail(new UpstreamError('aborted', 'client went away'));
+
+  constructor(
+    private readonly req: UpstreamRequest,
+    private readonly resolve: (response: UpstreamResponse) => void,
+    private readonly reject: (err: unknown) => void,
+  ) {}
+
+  /** Sends the request; the call settles through `resolve` (an answer) or `reject` (an UpstreamError). */
+  start(transport: typeof http | typeof https, options: http.RequestOptions, payload: Buffer | undefined): void {
+    this.outgoing = transport.request(options, (res) => this.onResponse(res));
+    this.outgoing.on('error', (err) => this.onRequestError(err));
+    this.armTimers();
+    this.watchClient();
+    this.outgoing.end(payload);
+  }
+
+  /** The total timer, and for a stream the first-token timer; a non-streaming body arrives whole, under the total timer only. */
+  private armTimers(): void {
+    const { totalMs, firstTokenMs } = this.req.timeouts;
+    this.total = setTimeout(() => this.timedOut('total', totalMs), totalMs);
+    if (this.req.stream) this.firstToken = setTimeout(() => this.timedOut('first_token', firstTokenMs), firstTokenMs);
+  }
+
+  /** A client that goes away (or already went) ends the upstream request at once. */
+  private watchClient(): void {
+    const { signal } = this.req;
+    if (signal.aborted) this.onClientAbort();
+    else signal.addEventListener('abort', this.onClientAbort, { once: true });
+  }
+
+  private timedOut(phase: TimerPhase, ms: number): void {
+    this.fail(new UpstreamError('timeout', `no ${phase.replace('_', ' ')} within ${ms} ms`, { phase }));
+  }
+
+  private fail(err: UpstreamError): void {
+    this.failure ??= err;
+    this.outgoing.destroy(this.failure);
+  }
+
+  private clearAll(): void {
+    clearTimeout(this.total);
+    clearTimeout(this.firstToken);
+    clearTimeout(this.idle);
+    this.req.signal.removeEventListener('abort', this.onClientAbort);
+  }
+
+  private mapError(err: unknown): UpstreamError {
+    if (this.failure) return this.failure;
+    if (err instanceof UpstreamError) return err;
+    if (err instanceof ConnectTimeout) return new UpstreamError('timeout', err.message, { phase: 'connect' });
+    const code = (err as { code?: string }).code;
+    return new UpstreamError('network', code ?? String((err as Error)?.message ?? err));
+  }
+
+  private onRequestError(err: Error): void {
+    if (this.responded) return; // the body reader sees it (or nobody reads any more)
+    this.responded = true;
+    this.clearAll();
+    this.reject(this.mapError(err));
+  }
+
+  /** Status and headers are in: an answer resolves with its body unread; any other status rejects with the family's error. */
+  private onResponse(res: http.IncomingMessage): void {
+    this.responded = true;
+    const source = decodedBody(res, this.req.stream);
+    const status = res.statusCode ?? 0;
+    const body = this.readBody(source, res);
+    if ((this.req.ok ?? is2xx)(status)) return this.resolve({ status, headers: res.headers, body });
+    const abandon = () => {
+      this.clearAll();
+      this.outgoing.destroy();
+      if (source !== res && !source.destroyed) source.destroy();
+    };
+    readErrorText(body, abandon)
+      .then((text) => this.req.statusError(status, text, parseRetryAfter(res.headers)))
+      .then(this.reject, this.reject);
+  }
+
+  /**
+   * The body as it arrives, chunk by chunk with no buffering, under the idle/total timers and the
+   * size cap; every failure leaves it as an UpstreamError, and its end (however it ends) clears the
+   * timers and drops a connection that cannot go back to the pool.
+   */
+  private async *readBody(source: Readable, res: http.IncomingMessage): AsyncGenerator<Buffer> {
+    let size = 0;
+    try {
+      for await (const chunk of source as AsyncIterable<Buffer>) {
+        this.onChunk();
+        size += chunk.length;
+        if (size > this.req.maxBytes) throw new UpstreamError('protocol', `response larger than ${this.req.maxBytes} bytes`);
+        yield chunk;
+      }
+      if (this.failure) throw this.failure;
+      // A connection that closed before the declared end of the body.
+      if (!res.complete) throw new UpstreamError('network', 'the upstream closed the connection before the end of the body');
+    } catch (err) {
+      throw this.mapError(err);
+    } finally {
+      this.clearAll();
+      if (!res.complete || !res.readableEnded) this.outgoing.destroy();
+      if (source !== res && !source.destroyed) source.destroy();
+    }
+  }
+
+  /** The first chunk ends the wait for the first token and, on a stream, starts the idle timer; each later one restarts it. */
+  private onChunk(): void {
+    if (this.firstToken) {
+      clearTimeout(this.firstToken);
+      this.firstToken = undefined;
+      if (this.req.stream) {
+        const { idleMs } = this.req.timeouts;
+        this.idle = setTimeout(() => this.timedOut('idle', idleMs), idleMs);
+      }
+    } else this.idle?.refresh();
+  }
+}
+
+/** The body as the reader sees it: decoded when a non-streaming answer came compressed (streams ask for `identity`). */
+function decodedBody(res: http.IncomingMessage, stream: boolean): Readable {
+  const encoding = stream ? undefined : String(res.headers['content-encoding'] ?? '').trim().toLowerCase();
+  const decode = encoding ? DECODERS[encoding] : undefined;
+  if (!decode) return res;
+  const decoder = decode();
+  // Errors reach the reader through its iterator; until it reads, nobody else listens.
+  decoder.on('error', () => undefined);
+  res.on('error', (err) => decoder.destroy(err));
+  return res.pipe(decoder);
+}
+
+/**
+ * Reads the start of an error status's body, for the status error's detail (logs only): at most
+ * ERROR_BODY_MAX_BYTES, for at most ERROR_BODY_MAX_MS, then `abandon` drops the connection (a pending
+ * read then ends) and what arrived is returned. The status is what counts (fallback triggers, the
+ * client's error), so a body that cannot be read (cut mid-body, over the size cap, a timer) gives ''
+ * instead of turning the status error into a network or protocol one. A client abort while reading
+ * stays an abort: nothing is tried after it.
+ */
+async function readErrorText(body: AsyncIterable<Buffer>, abandon: () => void): Promise<string> {
+  const it = body[Symbol.asyncIterator]();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'expired'>((resolve) => (timer = setTimeout(() => resolve('expired'), ERROR_BODY_MAX_MS)));
+  try {
+    for (;;) {
+      // A read that loses to the timer settles once the connection is dropped; the race handles it.
+      const r = await Promise.race([it.next(), expired]);
+      if (r !== 'expired' && r.done) break;
+      if (r !== 'expired') {
+        chunks.push(r.value);
+        size += r.value.length;
+      }
+      if (r === 'expired' || size >= ERROR_BODY_MAX_BYTES) {
+        // The rest is not wanted: drop the connection rather than keep it to drain the body.
+        abandon();
+        it.return?.().catch(() => undefined);
+        break;
+      }
+    }
+  } catch (err) {
+    if (err instanceof UpstreamError && err.kind === 'aborted') throw err;
+    return '';
+  } finally {
+    clearTimeout(timer);
+  }
+  return Buffer.concat(chunks).subarray(0, ERROR_BODY_MAX_BYTES).toString('utf8');
+}
