@@ -4,7 +4,8 @@ import type {
 } from '../provider-adapter';
 import { UpstreamError } from '../upstream-error';
 import { endpointFor, headersFor } from './openai.endpoint';
-import { fromWireEmbeddings, fromWireResponse, statusError, toWireEmbeddingRequest, toWireRequest } from './openai.mapper';
+import { toWireEmbeddingRequest, toWireRequest } from './openai-request.mapper';
+import { fromWireEmbeddings, fromWireResponse, statusError } from './openai-response.mapper';
 import { readChatStream } from './openai.stream';
 import type { WireChatCompletion, WireEmbeddingResponse } from './openai.wire';
 import { capabilitiesFor, OpenAiCompatibleFamily, OpenAiVariant, variantOf } from './variants';

@@ -1,7 +1,7 @@
 import type { StreamEvent, UpstreamTiming, Usage } from '../provider-adapter';
 import { readSse } from '../sse/sse-reader';
 import { UpstreamError } from '../upstream-error';
-import { fromWireChunk, inBandError } from './openai.mapper';
+import { fromWireChunk, inBandError } from './openai-response.mapper';
 import type { WireChunk } from './openai.wire';
 import type { OpenAiVariant } from './variants';
 
