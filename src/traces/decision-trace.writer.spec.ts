@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { AddressInfo, createServer, Server, Socket } from 'node:net';
-import pino from 'pino';
+import { AddressInfo, createServer } from 'node:net';
+import { FaultProxy } from '../../test/support/fault-proxy';
+import { memoryLogger, SwitchableSql } from '../../test/support/kit';
 import { createTestPglite } from '../../test/support/pglite';
 import { createTestDatabase, TestDatabase } from '../../test/support/postgres';
 import { describeWithPostgres } from '../../test/support/real-servers';
 import { MetricsService } from '../metrics/metrics.service';
 import { StoreFallback } from '../resilience/store-fallback';
 import { PgSqlStore } from '../stores/sql/pg-sql.store';
-import { SqlExecutor, SqlResult, SqlStore } from '../stores/sql/sql-store';
+import type { SqlStore } from '../stores/sql/sql-store';
 import type { FailedAttempt } from '../routing/dispatcher.service';
 import { DecisionTrace, DecisionTraceSink } from './decision-trace';
 import { DecisionTraceWriter, DecisionTraceWriterOptions } from './decision-trace.writer';
@@ -51,12 +52,6 @@ function makeTrace(over: Partial<DecisionTrace> = {}): DecisionTrace {
   };
 }
 
-function memoryLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-  return { logger: { pino: logger }, lines };
-}
-
 async function metric(metrics: MetricsService, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
   const m = (await metrics.registry.getMetricsAsJSON()).find((x) => x.name === name);
   return (m?.values as Array<{ value: number; labels: Record<string, string> }> | undefined)?.find((v) =>
@@ -69,32 +64,6 @@ async function eventually(check: () => Promise<boolean>, ms = 5_000): Promise<vo
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error('condition not reached in time');
     await sleep(10);
-  }
-}
-
-/** Counts INSERT statements and can be switched off like a Postgres outage (fakes over mocks). */
-class SwitchableSql extends SqlStore {
-  down = false;
-  inserts = 0;
-  constructor(private readonly inner: SqlStore) {
-    super();
-  }
-  get kind() {
-    return this.inner.kind;
-  }
-  async query<R extends object>(sql: string, params?: readonly unknown[]): Promise<SqlResult<R>> {
-    if (this.down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
-    if (/INSERT INTO decision_traces/.test(sql)) this.inserts++;
-    return this.inner.query<R>(sql, params);
-  }
-  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    return this.inner.transaction(fn);
-  }
-  ping(ms: number): Promise<void> {
-    return this.inner.ping(ms);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }
 
@@ -123,7 +92,8 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
       cleanups.push(cleanup, () => writer.beforeApplicationShutdown());
       const rows = async () => (await store.query<Row>(SELECT)).rows;
       const count = async () => Number((await store.query<{ n: number }>('SELECT count(*)::int AS n FROM decision_traces')).rows[0].n);
-      return { writer, sql, store, metrics, lines, rows, count };
+      const inserts = () => sql.statements.filter((s) => /INSERT INTO decision_traces/.test(s)).length;
+      return { writer, sql, store, metrics, lines, rows, count, inserts };
     }
 
     it('writes every column of a trace, and nothing else', async () => {
@@ -183,12 +153,12 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
     });
 
     it('writes in batches of batchSize, one INSERT per batch, in order', async () => {
-      const { writer, sql, rows, metrics } = await rig({ batchSize: 500 });
+      const { writer, inserts, rows, metrics } = await rig({ batchSize: 500 });
       const traces = Array.from({ length: 1_201 }, (_, i) => makeTrace({ requestId: `r${i}` }));
       for (const t of traces) writer.record(t);
       await writer.flush();
       await writer.flush();
-      expect(sql.inserts).toBe(3);
+      expect(inserts()).toBe(3);
       expect((await rows()).map((r) => r.request_id)).toEqual(traces.map((t) => t.requestId));
       expect(await metric(metrics, 'gateway_traces_written_total')).toBe(1_201);
       expect(await metric(metrics, 'gateway_trace_buffer_depth')).toBe(0);
@@ -286,44 +256,6 @@ writerSuite('PGlite', async () => {
   return { store, cleanup: () => store.close() };
 });
 
-/** A TCP proxy to Postgres that can be cut and restored: a real network outage for the pg client. */
-async function outageProxy(targetUrl: string): Promise<{ url: string; cut(): void; restore(): void; close(): Promise<void> }> {
-  const target = new URL(targetUrl);
-  let up = true;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    if (!up) return client.destroy();
-    const upstream = new Socket();
-    upstream.connect(Number(target.port), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = new URL(targetUrl);
-  url.port = String((server.address() as AddressInfo).port);
-  url.hostname = '127.0.0.1';
-  return {
-    url: url.toString(),
-    cut() {
-      up = false;
-      for (const s of sockets) s.destroy();
-    },
-    restore() {
-      up = true;
-    },
-    close: async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise((r) => server.close(r));
-    },
-  };
-}
-
 describeWithPostgres('on a real Postgres', () => {
   let db: TestDatabase;
   beforeAll(async () => {
@@ -340,21 +272,21 @@ describeWithPostgres('on a real Postgres', () => {
   it('survives a real connection outage: record never blocks, and the kept traces are written once Postgres is reachable again', async () => {
     const admin = new PgSqlStore(db.url);
     await admin.query('DELETE FROM decision_traces');
-    const proxy = await outageProxy(db.url);
-    const store = new PgSqlStore(proxy.url, { connectionTimeoutMs: 300, statementTimeoutMs: 1_000 });
+    const proxy = await FaultProxy.start(db.url);
+    const store = new PgSqlStore(proxy.urlFor(db.url), { connectionTimeoutMs: 300, statementTimeoutMs: 1_000 });
     const metrics = new MetricsService();
     const logger = memoryLogger().logger;
     const writer = new DecisionTraceWriter(new DecisionTracesRepository(store), metrics, logger, new StoreFallback(metrics, logger), { maxBuffered: 50, batchSize: 10, flushIntervalMs: 60_000 });
     try {
       writer.record(makeTrace({ requestId: 'before' }));
       await writer.flush();
-      proxy.cut();
+      proxy.set('down');
       for (let i = 0; i < 80; i++) writer.record(makeTrace({ requestId: `during-${i}` }));
       await writer.flush();
       expect(writer.depth).toBe(50);
       expect(await metric(metrics, 'gateway_traces_dropped_total', { reason: 'buffer_full' })).toBe(30);
       expect(await metric(metrics, 'gateway_store_errors_total', { store: 'analytics' })).toBeGreaterThanOrEqual(1);
-      proxy.restore();
+      proxy.set('pass');
       await writer.flush();
       const { rows } = await admin.query<{ request_id: string }>('SELECT request_id FROM decision_traces ORDER BY id');
       expect(rows.map((r) => r.request_id)).toEqual(['before', ...Array.from({ length: 50 }, (_, i) => `during-${i + 30}`)]);
