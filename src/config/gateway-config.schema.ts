@@ -236,6 +236,13 @@ const stores = section(
   'stores',
 );
 
+/**
+ * Decision traces (docs/operations.md "Store outages"): while the analytics store is down or slow,
+ * traces go to the trace spool in the data dir, at most `spool_max_bytes` (default 256 MiB; 0 = no
+ * spool, traces wait in the in-memory buffer only), and are replayed once it answers.
+ */
+const traces = section({ spool_max_bytes: withDefault(int({ min: 0, max: 2 ** 50 }), 256 * 1024 * 1024) }, 'traces');
+
 export const gatewayConfigSchema = obj({
   providers: withDefault(record(provider, id()), {}),
   models: withDefault(record(model, str({ pattern: /^[^,\s/][^,\s]*$/, what: 'a model id without commas or spaces' })), {}),
@@ -249,6 +256,7 @@ export const gatewayConfigSchema = obj({
   routing: withDefault(routing, routing.parse({}, 'routing')),
   breakers,
   stores,
+  traces,
 });
 
 export type RawGatewayConfig = Infer<typeof gatewayConfigSchema>;

@@ -128,6 +128,7 @@ export interface GatewayConfig {
   routing: RawGatewayConfig['routing'];
   breakers: RawGatewayConfig['breakers'];
   stores: RawGatewayConfig['stores'];
+  traces: RawGatewayConfig['traces'];
 }
 
 type Raw = RawGatewayConfig;
@@ -144,7 +145,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
   const firewall = firewallOf(raw.firewall, routes);
   const learning = learningOf(raw.learning);
   const routing = routingOf(raw.routing);
-  // Templates, limits, metrics, breakers and stores have no rule across fields: the schema's checks are all.
+  // Templates, limits, metrics, breakers, stores and traces have no rule across fields: the schema's checks are all.
   return deepFreeze({
     providers,
     models,
@@ -158,6 +159,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     routing,
     breakers: raw.breakers,
     stores: raw.stores,
+    traces: raw.traces,
   });
 }
 

@@ -116,7 +116,8 @@ export class TraceSpool {
       else this.sealed.push(s);
     }
     this.nextSeq = Math.max(0, ...found.map((s) => s.seq), this.cursor?.segment ?? 0) + 1;
-    this.syncTimer = setInterval(() => void this.serial(() => this.syncActive()).catch(() => undefined), this.o.fsyncIntervalMs);
+    // Off the append chain: fdatasync may take tens of milliseconds, and appends must not queue behind it.
+    this.syncTimer = setInterval(() => void this.syncActive().catch(() => undefined), this.o.fsyncIntervalMs);
     this.syncTimer.unref();
   }
 
@@ -220,6 +221,13 @@ export class TraceSpool {
     }
   }
 
+  /** Forgets how far the last batch read got: the next `next` reads again from the last commit (its write failed). */
+  async rewind(): Promise<void> {
+    const r = this.reader;
+    this.reader = undefined;
+    await r?.r.close().catch(() => undefined);
+  }
+
   /** Stops taking appends, syncs and closes the files, and releases the folder. What is on disk stays for the next start. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -268,11 +276,21 @@ export class TraceSpool {
     a.dirty = true;
   }
 
+  private syncing = false;
+
   private async syncActive(): Promise<void> {
     const a = this.active;
-    if (!a?.dirty) return;
+    if (!a?.dirty || this.syncing) return;
+    this.syncing = true;
     a.dirty = false;
-    await a.fh.datasync();
+    try {
+      await a.fh.datasync();
+    } catch (err) {
+      a.dirty = true;
+      throw err;
+    } finally {
+      this.syncing = false;
+    }
   }
 
   /** The active segment becomes the newest sealed one (synced and closed); the next append starts another. */
