@@ -4,7 +4,7 @@ import { UpstreamError } from '../upstream-error';
 import { errorTypeOf, streamError, toChatResult, toFinishReason, toUsage } from './anthropic-response.mapper';
 import type { WireResponse } from './anthropic.wire';
 
-const fixture = (name: string) => readFileSync(join(__dirname, '__fixtures__', name), 'utf8');
+const fixture = (name: string) => readFileSync(join(__dirname, 'fixtures', name), 'utf8');
 const recorded = (): WireResponse => JSON.parse(fixture('message-thinking-tool.json'));
 
 describe('anthropic response mapping', () => {

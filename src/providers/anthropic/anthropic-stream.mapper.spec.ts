@@ -6,7 +6,7 @@ import { UpstreamError } from '../upstream-error';
 import { AnthropicStreamMapper } from './anthropic-stream.mapper';
 import type { WireStreamEvent } from './anthropic.wire';
 
-const fixture = (name: string) => readFileSync(join(__dirname, '__fixtures__', name), 'utf8');
+const fixture = (name: string) => readFileSync(join(__dirname, 'fixtures', name), 'utf8');
 
 async function* bytes(text: string, every: number): AsyncGenerator<Buffer> {
   const buf = Buffer.from(text, 'utf8');
