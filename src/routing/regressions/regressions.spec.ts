@@ -1,12 +1,8 @@
-import pino from 'pino';
+import { makeConfig, silentLogger, SwitchableSql } from '../../../test/support/kit';
 import { createTestPglite } from '../../../test/support/pglite';
-import { AppConfig } from '../../config/app-config';
-import { loadEnv } from '../../config/env';
-import { loadGatewayConfig } from '../../config/gateway-config';
 import { MetricsService } from '../../metrics/metrics.service';
 import { StoreFallback } from '../../resilience/store-fallback';
 import { PgliteSqlStore } from '../../stores/sql/pglite-sql.store';
-import { SwitchableSql } from '../../../test/support/switchable-sql';
 import { RegressionDetector } from './regression.detector';
 import { RegressionsRepository } from './regressions.repository';
 import { RegressionsService } from './regressions.service';
@@ -47,8 +43,8 @@ describe('regressions on the analytics store', () => {
   let repo: RegressionsRepository;
   let view: RegressionsSnapshotService;
   let metrics: MetricsService;
-  const logger = { pino: pino({ level: 'silent' }) };
-  const config = (yaml = '') => new AppConfig(loadEnv({}), loadGatewayConfig(yaml, {}));
+  const logger = silentLogger();
+  const config = (yaml = '') => makeConfig(yaml);
 
   beforeEach(async () => {
     sql = await createTestPglite();
