@@ -1,3 +1,4 @@
+import { thrownBy } from '../../test/support/kit';
 import { loadGatewayConfig } from './gateway-config';
 import { loadEnv } from './env';
 import { ConfigError } from './schema';
@@ -16,15 +17,7 @@ routes:
   - { name: default, models: [auto], strategy: ordered, targets: [openai/gpt-4o-mini, llama] }
 `;
 
-function errorOf(text: string, env: Record<string, string> = { OPENAI_API_KEY: 'sk-test' }): string {
-  try {
-    loadGatewayConfig(text, env);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as Error).message;
-  }
-  throw new Error('expected a ConfigError');
-}
+const errorOf = (text: string, env: Record<string, string> = { OPENAI_API_KEY: 'sk-test' }): string => thrownBy(() => loadGatewayConfig(text, env), ConfigError).message;
 
 describe('loadGatewayConfig', () => {
   it('loads a valid file, expands ${VAR} and resolves targets', () => {
