@@ -13,6 +13,7 @@ import { RoutingExplainModule } from './routing-explain/routing-explain.module';
 import { ResponsesModule } from './responses/responses.module';
 import { ResilienceModule } from './resilience/resilience.module';
 import { AppLogger } from './common/logging/logger';
+import { LoggerModule } from './common/logging/logger.module';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { HealthModule } from './health/health.module';
@@ -29,7 +30,7 @@ export class AppModule implements NestModule {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config),
-        { module: LoggerHolder, global: true, providers: [{ provide: AppLogger, useValue: logger }], exports: [AppLogger] },
+        LoggerModule.forRoot(logger),
         CommonModule,
         MetricsModule,
         ResilienceModule,
@@ -59,6 +60,3 @@ export class AppModule implements NestModule {
     consumer.apply(RequestContextMiddleware).forRoutes('*path');
   }
 }
-
-@Module({})
-class LoggerHolder {}

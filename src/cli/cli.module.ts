@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { AppLogger } from '../common/logging/logger';
+import { LoggerModule } from '../common/logging/logger.module';
 import { AppConfig } from '../config/app-config';
 import { ConfigModule } from '../config/config.module';
 import { MetricsModule } from '../metrics/metrics.module';
@@ -15,7 +16,7 @@ export class CliModule {
       module: CliModule,
       imports: [
         ConfigModule.forRoot(config),
-        { module: CliLoggerHolder, global: true, providers: [{ provide: AppLogger, useValue: logger }], exports: [AppLogger] },
+        LoggerModule.forRoot(logger),
         MetricsModule,
         ResilienceModule,
         StoresModule,
@@ -24,6 +25,3 @@ export class CliModule {
     };
   }
 }
-
-@Module({})
-class CliLoggerHolder {}
