@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
 import type { GatewayRequest } from '../common/http/request-context';
 import { respondJson, respondSse, SseEncoder, StreamBrokenError } from '../common/http/responder';
-import type { StreamEvent, Usage, UpstreamTiming } from '../providers/provider-adapter';
+import type { ChatResult, StreamEvent, Usage, UpstreamTiming } from '../providers/provider-adapter';
 import type { ChatAnswer } from './chat.service';
 import { ChatIdentity, chunkBody, completionBody, TRAILER_NAMES, usageChunkBody, usageHeaders } from './chat.mapper';
 
@@ -50,12 +50,26 @@ export class ChatSseEncoder implements SseEncoder<StreamEvent> {
   }
 }
 
+/** How one wire format writes the chat pipeline's answer: the body of a whole result, or the encoder of a stream. */
+export interface AnswerFormat {
+  body(result: ChatResult): unknown;
+  encoder(): SseEncoder<StreamEvent>;
+}
+
+/**
+ * Writes the chat pipeline's answer in `format` (chat completions, the Responses API): a JSON body
+ * or an SSE stream, with the same usage-derived `Gateway-*` headers, sent as trailers on a stream.
+ */
+export function respondAnswer(req: GatewayRequest, res: Response, answer: ChatAnswer, signal: AbortSignal, format: AnswerFormat): Promise<void> | void {
+  if (!answer.stream) {
+    const r = answer.result;
+    return respondJson(req, res, answer.served, usageHeaders(r.usage, r.timing), format.body(r));
+  }
+  return respondSse(req, res, answer.served, answer.events, format.encoder(), TRAILER_NAMES, signal);
+}
+
 /** Writes the chat pipeline's answer as chat completions: a `chat.completion` JSON body or its SSE stream. */
 export function respondChat(req: GatewayRequest, res: Response, answer: ChatAnswer, includeUsage: boolean, signal: AbortSignal): Promise<void> | void {
   const idn = identity(answer.served.target.model);
-  if (!answer.stream) {
-    const r = answer.result;
-    return respondJson(req, res, answer.served, usageHeaders(r.usage, r.timing), completionBody(idn, r));
-  }
-  return respondSse(req, res, answer.served, answer.events, new ChatSseEncoder(idn, includeUsage), TRAILER_NAMES, signal);
+  return respondAnswer(req, res, answer, signal, { body: (r) => completionBody(idn, r), encoder: () => new ChatSseEncoder(idn, includeUsage) });
 }

@@ -1,8 +1,9 @@
 import { Controller, Post, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
-import { JsonBody, MiB } from '../common/http/json-body.decorator';
+import { JsonBody } from '../common/http/json-body.decorator';
 import type { GatewayRequest } from '../common/http/request-context';
 import { requestScope } from '../common/http/responder';
+import { CHAT_BODY } from '../chat/chat.controller';
 import { ChatEndpoint, ChatService } from '../chat/chat.service';
 import { parseResponsesBody, responsesParam } from './responses-request';
 import { respondResponses } from './responses.encoder';
@@ -17,10 +18,10 @@ export class ResponsesController {
   /**
    * OpenAI's Responses API over the chat pipeline: the body maps onto a chat request, the pipeline
    * routes and dispatches it as it does chat, and the Responses encoder writes the answer. The chat
-   * route's 4 MiB cap and JSON parsing; bad fields are 400 `invalid_request` with `param`.
+   * route's body limits; bad fields are 400 `invalid_request` with `param`.
    */
   @Post('responses')
-  async create(@Req() req: GatewayRequest, @JsonBody({ limit: 4 * MiB, invalidCode: 'invalid_request' }) body: unknown, @Res() res: Response): Promise<void> {
+  async create(@Req() req: GatewayRequest, @JsonBody(CHAT_BODY) body: unknown, @Res() res: Response): Promise<void> {
     const call = parseResponsesBody(body);
     const scope = requestScope(req, res);
     const answer = await this.chat.complete(scope, call.chat, RESPONSES);

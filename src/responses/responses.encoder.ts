@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Response as ExpressResponse } from 'express';
 import type { GatewayRequest } from '../common/http/request-context';
-import { respondJson, respondSse, SseEncoder, StreamBrokenError } from '../common/http/responder';
-import { TRAILER_NAMES, usageHeaders } from '../chat/chat.mapper';
+import type { SseEncoder, StreamBrokenError } from '../common/http/responder';
+import { respondAnswer } from '../chat/chat.encoder';
+import { usageHeaders } from '../chat/chat.mapper';
 import type { ChatAnswer } from '../chat/chat.service';
 import type { ChatChoice, FinishReason, StreamEvent, ToolCallDelta, Usage, UpstreamTiming } from '../providers/provider-adapter';
 import type { ResponsesEcho } from './responses-request';
@@ -262,9 +263,5 @@ export class ResponsesSseEncoder implements SseEncoder<StreamEvent> {
 /** Writes the chat pipeline's answer as the Responses API: a Response object or its SSE event stream, with the `Gateway-*` headers. */
 export function respondResponses(req: GatewayRequest, res: ExpressResponse, answer: ChatAnswer, echo: ResponsesEcho, signal: AbortSignal): Promise<void> | void {
   const idn = responseIdentity(answer.served.target.model);
-  if (!answer.stream) {
-    const r = answer.result;
-    return respondJson(req, res, answer.served, usageHeaders(r.usage, r.timing), jsonResponseBody(idn, echo, r.choices[0], r.usage));
-  }
-  return respondSse(req, res, answer.served, answer.events, new ResponsesSseEncoder(idn, echo), TRAILER_NAMES, signal);
+  return respondAnswer(req, res, answer, signal, { body: (r) => jsonResponseBody(idn, echo, r.choices[0], r.usage), encoder: () => new ResponsesSseEncoder(idn, echo) });
 }
