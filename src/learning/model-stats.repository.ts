@@ -1,31 +1,44 @@
 import { Injectable } from '@nestjs/common';
 import { SqlStore } from '../stores/sql/sql-store';
 import { ModelStats } from './model-stats';
+import { percentilesSql } from './rollups/latency-histogram';
+import { LearningRollups } from './rollups/learning-rollups';
 
 export interface AggregationParams {
   /** How far back traces and feedback count (config `learning.window_days`), in seconds. */
   windowSeconds: number;
   /** Outcome weights, y = score·(score/10) + useful·[useful] (config `learning.weights`, they sum to 1). */
   weights: { score: number; useful: number };
+  /** When the window ends; default the store's clock (tests and the bench move it). */
+  at?: Date;
+  /** How long one beat may spend on a backfill under way (LearningWindow.backfillBudgetMs). */
+  backfillBudgetMs?: number;
 }
 
 /** `done`: the table was recomputed; `skipped`: another replica held the lock and was recomputing it. */
 export type AggregationResult = 'done' | 'skipped';
 
+/** The full recompute's window: its start, `now − window` or a start given (the rollups' bucket-aligned one). */
+export interface RecomputeParams extends AggregationParams {
+  windowStart?: Date;
+}
+
 /*
  * Replicas all run the job (no leader: docs/architecture.md "Stateless replicas"). A transaction-scoped advisory lock, tried without
- * waiting, lets one of them recompute while the others skip that beat; COMMIT or ROLLBACK releases
- * it, so a replica that dies holds nothing. The statement itself is also safe to run twice: it
- * rebuilds the table from the sources, it never adds to what is there.
+ * waiting, lets one of them refresh while the others skip that beat; COMMIT or ROLLBACK releases
+ * it, so a replica that dies holds nothing. The table itself is rewritten whole from the rollups
+ * each beat, never added to.
  */
 const TRY_LOCK = `SELECT pg_try_advisory_xact_lock(hashtext('routing-gateway:model_stats')) AS locked`;
 
 const CLEAR = 'DELETE FROM model_stats';
 
 /*
- * The whole learning loop in one statement (docs/architecture.md "Statistics are derived, never
- * accumulated"; the formulas are in README "Feedback and the learning loop"). Derived from the sources every time, so repeated feedback (an upsert),
- * late traces and restarts never double-count.
+ * The full recompute: the whole learning loop in one statement over the raw traces and feedback of
+ * the window (the formulas are in README "Feedback and the learning loop"). The beat no longer runs
+ * it (its cost grows with the window's traces); it is the oracle the rollups are tested against,
+ * and what an operator can compare them with. Given the rollups' bucket-aligned window start, both
+ * give the same figures (percentiles within the histogram's 1 %, latency-histogram.ts).
  *
  *   served     traces of the window (created_at ≥ now − window) that name the pair that answered;
  *              ok = status 2xx.
@@ -46,11 +59,11 @@ const CLEAR = 'DELETE FROM model_stats';
  * equal to rate·(1 − rate). Latency percentiles (percentile_cont, linear interpolation) and the mean
  * cost are over successful requests; the success rate is over all requests of the window, failed
  * attempts included.
- * $1 window in seconds, $2 score weight, $3 useful weight.
+ * $1 window in seconds, $2 score weight, $3 useful weight, $4 window start (null: now − $1).
  */
 const RECOMPUTE = `
   WITH win AS (
-    SELECT now() - $1::float8 * interval '1 second' AS start
+    SELECT COALESCE($4::timestamptz, now() - $1::float8 * interval '1 second') AS start
   ),
   served AS (
     SELECT t.org_id, t.session_id, t.endpoint, t.selected_provider AS provider, t.selected_model AS model,
@@ -120,6 +133,57 @@ const RECOMPUTE = `
   CROSS JOIN win
   LEFT JOIN fb f ON f.org_id = r.org_id AND f.provider = r.provider AND f.model = r.model`;
 
+/*
+ * The beat's rewrite of model_stats from the rollups' window sums (learning-rollups.ts): a few rows
+ * per (org, provider, model), whatever the traffic. The same figures as RECOMPUTE over the
+ * bucket-aligned window: the pool '*' sums every organisation's rows; means and population variances
+ * follow from the integer sums (y = a·score + b·useful with a = w_s/10, b = w_u, so Σy and Σy² come
+ * from Σscore, Σscore², Σuseful and Σscore·useful, useful² being useful); the success rate over every
+ * request; percentiles from the merged latency histogram; the mean cost from its exact sum.
+ * $1 score weight, $2 useful weight, $3 window start.
+ */
+const REWRITE = `
+  WITH w AS (
+    SELECT org_id, provider, model, requests, ok, cost_n, cost_sum, n, score_sum, score_sq_sum, useful_sum, score_useful_sum,
+           nps_detractors, nps_passives, nps_promoters
+    FROM rollup_window WHERE requests > 0
+  ),
+  k AS (
+    SELECT * FROM w
+    UNION ALL
+    SELECT '*', provider, model, sum(requests), sum(ok), sum(cost_n), sum(cost_sum), sum(n), sum(score_sum), sum(score_sq_sum),
+           sum(useful_sum), sum(score_useful_sum), sum(nps_detractors), sum(nps_passives), sum(nps_promoters)
+    FROM w GROUP BY provider, model
+  ),
+  lat AS (
+    SELECT org_id, provider, model, bin, n, total FROM rollup_window_latency WHERE n > 0
+    UNION ALL
+    SELECT '*', provider, model, bin, sum(n), sum(total) FROM rollup_window_latency WHERE n > 0 GROUP BY provider, model, bin
+  )
+  ${percentilesSql('pct', 'lat', ['org_id', 'provider', 'model'], [0.5, 0.9, 0.99])},
+  m AS (
+    SELECT k.*, k.n::float8 AS nf,
+           ($1::float8 / 10 * k.score_sum::float8 + $2::float8 * k.useful_sum::float8) / NULLIF(k.n, 0)::float8 AS y_mean,
+           (($1::float8 / 10) * ($1::float8 / 10) * k.score_sq_sum::float8 + 2 * ($1::float8 / 10) * $2::float8 * k.score_useful_sum::float8
+             + $2::float8 * $2::float8 * k.useful_sum::float8) / NULLIF(k.n, 0)::float8 AS y_sq_mean,
+           k.score_sum::float8 / 10 / NULLIF(k.n, 0)::float8 AS s_mean,
+           k.score_sq_sum::float8 / 100 / NULLIF(k.n, 0)::float8 AS s_sq_mean,
+           k.useful_sum::float8 / NULLIF(k.n, 0)::float8 AS u_mean
+    FROM k
+  )
+  INSERT INTO model_stats (
+    org_id, provider, model, n, requests, outcome_mean, outcome_var, score_mean, score_var, useful_rate, useful_var,
+    success_rate, latency_p50_ms, latency_p90_ms, latency_p99_ms, cost_mean_usd,
+    nps_detractors, nps_passives, nps_promoters, window_start, computed_at)
+  SELECT m.org_id, m.provider, m.model, m.n, m.requests,
+         m.y_mean, GREATEST(m.y_sq_mean - m.y_mean * m.y_mean, 0), m.s_mean, GREATEST(m.s_sq_mean - m.s_mean * m.s_mean, 0),
+         m.u_mean, GREATEST(m.u_mean - m.u_mean * m.u_mean, 0),
+         m.ok::float8 / m.requests::float8, pct.p50, pct.p90, pct.p99,
+         (m.cost_sum / NULLIF(m.cost_n, 0))::float8,
+         m.nps_detractors, m.nps_passives, m.nps_promoters, $3::timestamptz, now()
+  FROM m
+  LEFT JOIN pct ON pct.org_id = m.org_id AND pct.provider = m.provider AND pct.model = m.model`;
+
 const LOAD = `
   SELECT org_id, provider, model, n, requests, outcome_mean, outcome_var, score_mean, score_var, useful_rate, useful_var,
          success_rate, latency_p50_ms, latency_p90_ms, latency_p99_ms, cost_mean_usd,
@@ -181,18 +245,42 @@ function toRecord(r: ModelStatsRow): ModelStats {
   };
 }
 
-/** The aggregates table `model_stats`: recomputed by the aggregation job, read whole by the snapshot. */
+/** The aggregates table `model_stats`: refreshed by the aggregation job, read whole by the snapshot. */
 @Injectable()
 export class ModelStatsRepository {
+  private readonly rollups = new LearningRollups();
+
   constructor(private readonly sql: SqlStore) {}
 
-  /** Rebuilds the whole table from feedback and traces, in one transaction (readers see the old table until it commits). */
+  /**
+   * The beat: brings the learning rollups up to date (a cost that follows what arrived since the
+   * last beat, learning-rollups.ts) and rewrites the table from their window sums, in one
+   * transaction (readers see the old table until it commits). While the rollups' first backfill is
+   * under way the table keeps its previous rows.
+   */
   async recompute(p: AggregationParams): Promise<AggregationResult> {
     return this.sql.transaction(async (tx) => {
       const { rows } = await tx.query<{ locked: boolean }>(TRY_LOCK, []);
       if (!rows[0]?.locked) return 'skipped';
+      const view = await this.rollups.catchUp(tx, { windowSeconds: p.windowSeconds, at: p.at, backfillBudgetMs: p.backfillBudgetMs });
+      if (!view.complete || view.windowStart === null) return 'done';
       await tx.query(CLEAR, []);
-      await tx.query(RECOMPUTE, [p.windowSeconds, p.weights.score, p.weights.useful]);
+      await tx.query(REWRITE, [p.weights.score, p.weights.useful, view.windowStart.toISOString()]);
+      return 'done';
+    });
+  }
+
+  /**
+   * The full recompute from the raw traces and feedback (RECOMPUTE), writing the table the same way:
+   * the oracle of the rollups' tests, and a check for an operator. Its cost grows with the window's
+   * traces; the beat never calls it.
+   */
+  async recomputeFromTraces(p: RecomputeParams): Promise<AggregationResult> {
+    return this.sql.transaction(async (tx) => {
+      const { rows } = await tx.query<{ locked: boolean }>(TRY_LOCK, []);
+      if (!rows[0]?.locked) return 'skipped';
+      await tx.query(CLEAR, []);
+      await tx.query(RECOMPUTE, [p.windowSeconds, p.weights.score, p.weights.useful, p.windowStart?.toISOString() ?? null]);
       return 'done';
     });
   }

@@ -1,11 +1,14 @@
 /**
- * The aggregation job's statement against a seeded set of traces and feedback, with every expected
+ * The aggregation job's figures against a seeded set of traces and feedback, with every expected
  * figure computed by hand below. One suite, run on PGlite and on a real Postgres (the same SQL
- * runs on both adapters).
+ * runs on both adapters), for both ways of computing them: the beat (rollups taken in since the
+ * last beat, then model_stats rewritten from them) and the full recompute from the raw traces that
+ * is its oracle. The hand-picked latencies each sit alone in their histogram bin, so the beat's
+ * percentiles are exact here too.
  */
 import type { ModelStats } from '../../src/learning/model-stats';
 import type { FailedAttempt } from '../../src/routing/dispatcher.service';
-import { ModelStatsRepository } from '../../src/learning/model-stats.repository';
+import { AggregationParams, AggregationResult, ModelStatsRepository } from '../../src/learning/model-stats.repository';
 import { StatsSnapshotService } from '../../src/learning/stats-snapshot.service';
 import type { SqlExecutor, SqlStore } from '../../src/stores/sql/sql-store';
 
@@ -18,6 +21,35 @@ export interface AggregationStoreHandle {
 
 const PARAMS = { windowSeconds: 30 * 86_400, weights: { score: 0.6, useful: 0.4 } };
 const DAY_HOURS = 24;
+const HOUR_MS = 3_600_000;
+
+/** Every table the figures are derived into: emptied before each test with the sources. */
+export const DERIVED_TABLES = 'model_stats, rollup_state, rollup_model_hours, rollup_sample_hours, rollup_session_pairs, rollup_window, rollup_window_latency';
+
+interface Engine {
+  name: string;
+  run(repo: ModelStatsRepository, p: AggregationParams): Promise<AggregationResult>;
+  /** Lets every trace of the model `m-c` (3 hours old, the others 1 hour or less) leave the 30-day window, and runs. */
+  expireMc(sql: SqlExecutor, repo: ModelStatsRepository): Promise<void>;
+}
+
+const ENGINES: Engine[] = [
+  {
+    name: 'the beat (rollups)',
+    run: (repo, p) => repo.recompute(p),
+    // Traces are written once: time passes instead. With the window ending 30 days − 2 hours from
+    // now, it starts between 2 and 1 hours ago (a whole hour): m-c's trace is out, the rest in.
+    expireMc: async (_sql, repo) => void (await repo.recompute({ ...PARAMS, at: new Date(Date.now() + 30 * DAY_HOURS * HOUR_MS - 2 * HOUR_MS) })),
+  },
+  {
+    name: 'the full recompute (oracle)',
+    run: (repo, p) => repo.recomputeFromTraces(p),
+    expireMc: async (sql, repo) => {
+      await sql.query(`UPDATE decision_traces SET created_at = now() - interval '31 days' WHERE selected_model = 'm-c'`, []);
+      await repo.recomputeFromTraces(PARAMS);
+    },
+  },
+];
 
 let seq = 0;
 interface TraceSeed {
@@ -66,7 +98,7 @@ async function feedback(sql: SqlExecutor, org: string, session: string, score: n
  *   s5   p1/m-a 502 900 ms                                                (no feedback)
  *   s6   p2/m-b ok 800 ms $0.030                                          (feedback 40 days old)
  *   sold p1/m-a ok 5000 ms, 40 days old                                   (outside the window)
- *   —    p1/m-c ok 50 ms, no session, no cost
+ *   —    p1/m-c ok 50 ms, no session, no cost, 3 hours old
  * acme, feedback
  *   s1 9 useful → y = 0.54 + 0.4 = 0.94      s2 7 not useful → y = 0.42     s3 2 not useful (unattributed)
  *   s4 10 useful → y = 1.00                  s6 0, given 40 days ago (out)  sold 5 useful (its trace is out)
@@ -104,7 +136,7 @@ async function seed(sql: SqlExecutor): Promise<void> {
   await trace(sql, { org: 'acme', session: 's5', provider: 'p1', model: 'm-a', latency: 900, status: 502 });
   await trace(sql, { org: 'acme', session: 's6', provider: 'p2', model: 'm-b', latency: 800, cost: 0.03 });
   await trace(sql, { org: 'acme', session: 'sold', provider: 'p1', model: 'm-a', latency: 5000, cost: 1, ageHours: 40 * DAY_HOURS });
-  await trace(sql, { org: 'acme', session: null, provider: 'p1', model: 'm-c', latency: 50 });
+  await trace(sql, { org: 'acme', session: null, provider: 'p1', model: 'm-c', latency: 50, ageHours: 3 });
   await trace(sql, { org: 'beta', session: 't1', provider: 'p1', model: 'm-a', latency: 1000, cost: 0.005 });
   await feedback(sql, 'acme', 's1', 9, true);
   await feedback(sql, 'acme', 's2', 7, false);
@@ -191,26 +223,31 @@ function expectTable(rows: ModelStats[], expected: Expected[]): void {
 const stable = (rows: ModelStats[]) => sorted(rows).map(({ computedAt: _at, ...rest }) => rest);
 
 export function aggregationContract(name: string, open: () => Promise<AggregationStoreHandle>): void {
+  for (const engine of ENGINES) engineContract(`${name}, ${engine.name}`, engine, open);
+}
+
+function engineContract(name: string, engine: Engine, open: () => Promise<AggregationStoreHandle>): void {
   describe(`learning aggregation: ${name}`, () => {
     let h: AggregationStoreHandle;
     let repo: ModelStatsRepository;
+    const run = (p: AggregationParams, r = repo) => engine.run(r, p);
     beforeAll(async () => {
       h = await open();
       repo = new ModelStatsRepository(h.store);
     });
     afterAll(() => h?.cleanup());
     beforeEach(async () => {
-      await h.store.query('TRUNCATE decision_traces, feedback, model_stats', []);
+      await h.store.query(`TRUNCATE decision_traces, feedback, ${DERIVED_TABLES}`, []);
     });
 
     it('computes the hand-computed figures, and a second run gives the same table', async () => {
       await seed(h.store);
-      expect(await repo.recompute(PARAMS)).toBe('done');
+      expect(await run(PARAMS)).toBe('done');
       const first = await repo.loadAll();
       expectTable(first, EXPECTED);
       expect(first.every((r) => r.computedAt instanceof Date && !Number.isNaN(r.computedAt.getTime()))).toBe(true);
 
-      expect(await repo.recompute(PARAMS)).toBe('done');
+      expect(await run(PARAMS)).toBe('done');
       const second = await repo.loadAll();
       expect(stable(second)).toEqual(stable(first));
       const { rows } = await h.store.query<{ n: number }>('SELECT count(*)::int AS n FROM model_stats', []);
@@ -219,14 +256,14 @@ export function aggregationContract(name: string, open: () => Promise<Aggregatio
 
     it('takes in a late trace, a replaced answer and expired data on the next run, never adding twice', async () => {
       await seed(h.store);
-      await repo.recompute(PARAMS);
+      await run(PARAMS);
 
       // s3's feedback (2, not useful: y = 0.12) was waiting for a successful trace; now one for m-a arrives.
       await trace(h.store, { org: 'acme', session: 's3', provider: 'p1', model: 'm-a', latency: 400, cost: 0.004, ageHours: 0.5 });
       // s1 answers again: 5, useful → y = 0.3 + 0.4 = 0.7 replaces 0.94.
       await feedback(h.store, 'acme', 's1', 5, true);
-      await repo.recompute(PARAMS);
-      await repo.recompute(PARAMS);
+      await run(PARAMS);
+      await run(PARAMS);
 
       /*
        * acme p1/m-a now: samples s1 0.70, s2 0.42, s3 0.12 → n 3, mean 1.24/3 = 0.413333…;
@@ -251,8 +288,7 @@ export function aggregationContract(name: string, open: () => Promise<Aggregatio
       expect(snapshot.pool('p1', 'm-a')!.outcomeMean).toBeCloseTo(0.355, 9);
 
       // Everything of a pair leaves the window: its rows go, in the organisation and in the pool.
-      await h.store.query(`UPDATE decision_traces SET created_at = now() - interval '31 days' WHERE selected_model = 'm-c'`, []);
-      await repo.recompute(PARAMS);
+      await engine.expireMc(h.store, repo);
       const after = await repo.loadAll();
       expect(after.filter((r) => r.model === 'm-c')).toEqual([]);
       expect(after).toHaveLength(EXPECTED.length - 2);
@@ -266,7 +302,7 @@ export function aggregationContract(name: string, open: () => Promise<Aggregatio
       await feedback(h.store, 'acme', 'f1', 8, true);
       // Outside the window: its failed attempt counts no more than its trace.
       await trace(h.store, { org: 'acme', session: 'old', provider: 'p2', model: 'm-b', latency: 1, failed: [a503], ageHours: 40 * DAY_HOURS });
-      await repo.recompute(PARAMS);
+      await run(PARAMS);
 
       // m-a: requests 2, none ok; no latency or cost (they are over successful requests); no feedback (n 0).
       const acmeFailedA = row({ orgId: 'acme', provider: 'p1', model: 'm-a', requests: 2, successRate: 0 });
@@ -285,9 +321,9 @@ export function aggregationContract(name: string, open: () => Promise<Aggregatio
       });
       await feedback(h.store, 'acme', 'f2', 0, false);
       await trace(h.store, { org: 'beta', session: 'g1', provider: 'p2', model: 'm-b', latency: 100, cost: 0.02, failed: [a503] });
-      await repo.recompute(PARAMS);
+      await run(PARAMS);
       const second = await repo.loadAll();
-      await repo.recompute(PARAMS);
+      await run(PARAMS);
       expect(stable(await repo.loadAll())).toEqual(stable(second));
 
       // acme m-a 3 requests, 0 ok; acme m-b 2 requests (f1 ok, f2's failure), n still 1 (f2 attributes nothing).
@@ -309,13 +345,13 @@ export function aggregationContract(name: string, open: () => Promise<Aggregatio
     it('uses the configured window and weights', async () => {
       await seed(h.store);
       // A 2-day window leaves out the 40-day-old rows as before; weights 1 / 0 make y the score alone.
-      await repo.recompute({ windowSeconds: 2 * 86_400, weights: { score: 1, useful: 0 } });
+      await run({ windowSeconds: 2 * 86_400, weights: { score: 1, useful: 0 } });
       const snapshot = new StatsSnapshotService();
       snapshot.replace(await repo.loadAll(), new Date());
       expect(snapshot.get('acme', 'p1', 'm-a')!.outcomeMean).toBeCloseTo(0.8, 9);
       expect(snapshot.get('acme', 'p1', 'm-a')!.outcomeVar).toBeCloseTo(0.01, 9);
       // A 30-minute window holds none of the seeded traces (they are an hour old): an empty table.
-      await repo.recompute({ windowSeconds: 1_800, weights: PARAMS.weights });
+      await run({ windowSeconds: 1_800, weights: PARAMS.weights });
       expect(await repo.loadAll()).toEqual([]);
     });
 
@@ -323,7 +359,7 @@ export function aggregationContract(name: string, open: () => Promise<Aggregatio
       await seed(h.store);
       const peer = await h.peer();
       const peerRepo = new ModelStatsRepository(peer);
-      const results = await Promise.all([repo.recompute(PARAMS), peerRepo.recompute(PARAMS), repo.recompute(PARAMS), peerRepo.recompute(PARAMS)]);
+      const results = await Promise.all([run(PARAMS), run(PARAMS, peerRepo), run(PARAMS), run(PARAMS, peerRepo)]);
       expect(results).toContain('done');
       for (const r of results) expect(['done', 'skipped']).toContain(r);
       expectTable(await repo.loadAll(), EXPECTED);
@@ -331,7 +367,7 @@ export function aggregationContract(name: string, open: () => Promise<Aggregatio
 
     it('serves through the snapshot exactly what the table holds', async () => {
       await seed(h.store);
-      await repo.recompute(PARAMS);
+      await run(PARAMS);
       const rows = await repo.loadAll();
       const snapshot = new StatsSnapshotService();
       expect(snapshot.refreshedAt).toBeNull();
