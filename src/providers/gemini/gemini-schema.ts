@@ -1,5 +1,5 @@
 import { ownValue } from '../../common/own-key';
-import { inlineRefs, Schema } from '../json-schema/json-schema';
+import { inlineRefs, isSchema, mergeAllOf, Schema } from '../json-schema/json-schema';
 
 /**
  * JSON Schema → Gemini's `responseSchema`, an OpenAPI 3.0 subset that
@@ -30,22 +30,7 @@ const FORMATS: Readonly<Record<string, readonly string[]>> = {
   integer: ['int32', 'int64'],
 };
 
-const isSchema = (v: unknown): v is Schema => v !== null && typeof v === 'object' && !Array.isArray(v);
 const isNullOnly = (s: unknown) => isSchema(s) && s.type === 'null' && Object.keys(s).every((k) => k === 'type' || k === 'description' || k === 'title');
-
-function mergeAllOf(s: Schema): Schema {
-  if (!Array.isArray(s.allOf)) return s;
-  const { allOf, ...rest } = s;
-  const merged: Schema = { ...rest };
-  for (const part of allOf.filter(isSchema).map(mergeAllOf)) {
-    for (const [k, v] of Object.entries(part)) {
-      if (k === 'properties' && isSchema(v)) merged.properties = { ...(isSchema(merged.properties) ? merged.properties : {}), ...v };
-      else if (k === 'required' && Array.isArray(v)) merged.required = [...new Set([...(Array.isArray(merged.required) ? merged.required : []), ...v])];
-      else if (!Object.hasOwn(merged, k)) merged[k] = v;
-    }
-  }
-  return merged;
-}
 
 function convert(input: Schema): Schema {
   let s = mergeAllOf(input);

@@ -91,6 +91,7 @@ describe('minimalInstance', () => {
     [{ type: 'array', prefixItems: [{ type: 'string' }, { type: 'boolean' }], minItems: 2 }, ['mock', false]],
     [{ type: 'object', properties: { a: { type: 'string' }, b: { type: 'integer' } }, required: ['b'] }, { b: 0 }],
     [{ allOf: [{ properties: { a: { type: 'string' } }, required: ['a'] }, { properties: { b: { const: true } }, required: ['b'] }] }, { a: 'mock', b: true }],
+    [{ allOf: [{ allOf: [{ properties: { a: { type: 'string' } }, required: ['a'] }] }, { required: ['b'], properties: { b: { type: 'integer' } } }] }, { a: 'mock', b: 0 }],
     [{}, null],
   ])('%j → %j', (schema, expected) => expect(minimalInstance(schema)).toEqual(expected));
 

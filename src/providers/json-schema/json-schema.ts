@@ -7,7 +7,7 @@ import { ownValue } from '../../common/own-key';
 
 export type Schema = Record<string, unknown>;
 
-const isSchema = (v: unknown): v is Schema => v !== null && typeof v === 'object' && !Array.isArray(v);
+export const isSchema = (v: unknown): v is Schema => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** Why a schema cannot be inlined; dispatch names it when no target can take the schema as it is. */
 export class SchemaInlineError extends Error {
@@ -115,12 +115,15 @@ const FORMAT_EXAMPLES: Readonly<Record<string, string>> = {
   hostname: 'example.com',
 };
 
-function mergeAllOf(schema: Schema): Schema {
-  const parts = Array.isArray(schema.allOf) ? schema.allOf.filter(isSchema) : [];
-  if (parts.length === 0) return schema;
-  const { allOf: _all, ...rest } = schema;
+/**
+ * `allOf` folded into the schema, nested `allOf`s first: `properties` and `required` united, any
+ * other keyword kept from the first schema that has it (the outer one, then the parts in order).
+ */
+export function mergeAllOf(schema: Schema): Schema {
+  if (!Array.isArray(schema.allOf)) return schema;
+  const { allOf, ...rest } = schema;
   const merged: Schema = { ...rest };
-  for (const p of parts) {
+  for (const p of allOf.filter(isSchema).map(mergeAllOf)) {
     for (const [k, v] of Object.entries(p)) {
       if (k === 'properties' && isSchema(v)) merged.properties = { ...(isSchema(merged.properties) ? merged.properties : {}), ...v };
       else if (k === 'required' && Array.isArray(v)) merged.required = [...new Set([...(Array.isArray(merged.required) ? merged.required : []), ...v])];
