@@ -206,7 +206,7 @@ describe('fallback and upstream failures', () => {
   });
 });
 
-describe('model not supported (contract "Embeddings: model not supported")', () => {
+describe('model not supported (docs/api.md "Error body")', () => {
   const exact = (model: string, message: string) =>
     `{"error":{"message":${JSON.stringify(message)},"type":"invalid_request_error","code":"model_not_found","param":"model"}}`;
 

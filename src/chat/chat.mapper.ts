@@ -54,7 +54,7 @@ export function usageChunkBody(idn: ChatIdentity, usage: Usage, timing?: Upstrea
   return { id: idn.id, object: 'chat.completion.chunk', created: idn.created, model: idn.model, choices: [], usage: usageBody(usage, timing) };
 }
 
-/** Header values from usage (contract "Response headers"). */
+/** Header values from usage (docs/api.md "POST /v1/chat/completions"). */
 export function usageHeaders(usage?: Usage, timing?: UpstreamTiming): Record<string, string> {
   const h: Record<string, string> = {};
   const values = [usage?.reasoning_tokens, timing?.queue_time, timing?.prompt_time, timing?.completion_time];

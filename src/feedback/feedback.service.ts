@@ -26,7 +26,7 @@ const DEFAULTS = { maxHeld: 10_000, retryIntervalMs: 1_000, shutdownWaitMs: 5_00
 const heldKey = (orgId: string, sessionId: string) => `${orgId}\u0000${sessionId}`;
 
 /**
- * `POST /v1/feedback` (contract "Feedback request"): the body is already validated by the DTO; the
+ * docs/api.md "POST /v1/feedback": the body is already validated by the DTO; the
  * key's rate limit is spent, then the answer is upserted for the caller's organisation. The learning
  * loop reads it later, so nothing else happens on the request path.
  *

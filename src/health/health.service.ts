@@ -26,7 +26,7 @@ const READY_CACHE_MS = 1_500;
 
 
 /**
- * Probes of the stores (contract "Health endpoints"). Readiness is 503 only while the pod drains;
+ * Probes of the stores (docs/api.md "Health"). Readiness is 503 only while the pod drains;
  * a store outage is `degraded` with 200, since chat keeps serving through it and an outage every
  * replica sees must not empty the load balancer.
  * Results are cached briefly so a flood of probes does not reach the stores.

@@ -44,7 +44,7 @@ export class GatewayError extends Error {
 
 /**
  * An error whose body is fixed by the contract and differs from the standard one: the embeddings
- * `model_not_found` (contract "Embeddings: model not supported").
+ * `model_not_found` (docs/api.md "Error body").
  */
 export class ContractBodyError extends Error {
   constructor(

@@ -2,8 +2,8 @@ import { GatewayError } from '../errors/gateway-error';
 
 /**
  * The session id rule (docs/api.md "Request id and session id"): at most 128 characters of [A-Za-z0-9._:-]. One definition for the
- * `gateway-session-id` header of chat and the `session_id` of feedback (contract "Feedback request":
- * "the id sent in the gateway-session-id header"), so the two can never disagree.
+ * `gateway-session-id` header of chat and the `session_id` of feedback (feedback names the session
+ * by the id chat was sent), so the two can never disagree.
  */
 const SESSION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 

@@ -3,7 +3,7 @@ import { IsIn, IsInt, IsNumber, IsObject, IsOptional, IsString, Length, Max, Min
 import { EXPERIMENT_TYPES, type ExperimentType } from '../experiment.record';
 
 /*
- * The schema of `POST /v1/experiments` (contract "Endpoints"). Unknown keys and schema failures are
+ * The schema of docs/api.md "POST /v1/experiments". Unknown keys and schema failures are
  * 400 `invalid_body` naming the field (DtoPipe: whitelist + forbidNonWhitelisted). Rules that need
  * the catalogue, the pair comparison and the `traffic_pct` range (its own code, checked after every
  * `invalid_body` rule: docs/api.md "Check order") live in ExperimentsService.
@@ -20,7 +20,7 @@ export class TargetDto {
 }
 
 export class StopRuleDto {
-  /** Ceiling of the composite-quality drop (contract "Limits": 0 to 0.5). */
+  /** Ceiling of the composite-quality drop (0 to 0.5, docs/api.md "POST /v1/experiments"). */
   @IsOptional()
   @IsNumber({ allowNaN: false, allowInfinity: false })
   @Min(0)

@@ -14,7 +14,7 @@
  *                              | modes, not for this family)       |
  *
  * A model that cannot take the field gets no field rather than an upstream 400; omitting it keeps
- * the model's default (contract "reasoning_effort").
+ * the model's default.
  */
 import { createHash } from 'node:crypto';
 import type { ReasoningSpec } from '../../config/gateway-config';

@@ -1,4 +1,4 @@
-/** How long a regression counts: explain's evidence and the score penalty look back this far (contract "Explain response"). */
+/** How long a regression counts: explain's evidence and the score penalty look back this far (docs/api.md "POST /v1/routing/explain"). */
 export const REGRESSION_WINDOW_MS = 7 * 24 * 3600 * 1000;
 
 /** Why a regression was recorded (docs/architecture.md "Regressions"); detail never carries prompt text. */
