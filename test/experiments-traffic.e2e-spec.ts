@@ -16,6 +16,7 @@ import { ExperimentsRepository } from '../src/experiments/experiments.repository
 import { ExperimentsOptions } from '../src/experiments/experiments.service';
 import { SqlStore } from '../src/stores/sql/sql-store';
 import { DecisionTraceWriter, type DecisionTrace } from '../src/traces/decision-trace.writer';
+import { newTraceId } from '../src/traces/trace-id';
 import { KILLED_KEY, PRO_KEY, startTestApp, TestApp } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/postgres';
 import { describeWithPostgres, describeWithRedis, TEST_REDIS_URL } from './support/real-servers';
@@ -227,6 +228,7 @@ function seedTraces(t: TestApp, experimentId: string, orgId: string, seeds: Trac
   const writer = t.app.get(DecisionTraceWriter);
   for (const s of seeds) {
     const trace: DecisionTrace = {
+      id: newTraceId(),
       requestId: randomUUID(),
       orgId,
       apiKeyId: `${orgId}-rw`,

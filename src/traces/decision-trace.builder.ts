@@ -1,6 +1,7 @@
 import { DispatchOutcome, tracedAttempts } from '../routing/dispatcher.service';
 import { usageCost } from '../routing/strategies/cost';
 import type { DecisionTrace } from './decision-trace';
+import { newTraceId } from './trace-id';
 
 /** What a request was before dispatch: who asked, on which endpoint, and what routing decided. */
 export interface TraceRequest {
@@ -30,7 +31,9 @@ export interface TracedOutcome extends DispatchOutcome {
  */
 export function buildDecisionTrace(r: TraceRequest, o: TracedOutcome, experimentArm: string | null, started: bigint): DecisionTrace {
   const d = o.dispatched;
+  const createdAt = new Date();
   return {
+    id: newTraceId(createdAt.getTime()),
     requestId: r.requestId,
     orgId: r.orgId,
     apiKeyId: r.apiKeyId,
@@ -55,6 +58,6 @@ export function buildDecisionTrace(r: TraceRequest, o: TracedOutcome, experiment
     reasoningTokens: o.usage?.reasoning_tokens ?? null,
     costUsd: d ? usageCost(d.upstream.model, o.usage) : null,
     finishReason: o.finishReason ?? null,
-    createdAt: new Date(),
+    createdAt,
   };
 }

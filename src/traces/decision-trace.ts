@@ -5,6 +5,11 @@ import type { FailedAttempt } from '../routing/dispatcher.service';
  * type has no field that could carry it.
  */
 export interface DecisionTrace {
+  /**
+   * Made when the trace is built (trace-id.ts): with `createdAt` it is the row's key, so writing the
+   * same trace again (a retried batch, a replayed journal) stores it once.
+   */
+  id: number;
   requestId: string;
   orgId: string;
   apiKeyId: string;

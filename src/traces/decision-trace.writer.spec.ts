@@ -13,12 +13,14 @@ import type { FailedAttempt } from '../routing/dispatcher.service';
 import { DecisionTrace, DecisionTraceSink } from './decision-trace';
 import { DecisionTraceWriter, DecisionTraceWriterOptions } from './decision-trace.writer';
 import { DecisionTracesRepository } from './decision-traces.repository';
+import { newTraceId } from './trace-id';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A trace with every field set (factory with overrides). */
 function makeTrace(over: Partial<DecisionTrace> = {}): DecisionTrace {
   return {
+    id: newTraceId(),
     requestId: `req-${randomUUID()}`,
     orgId: 'acme',
     apiKeyId: 'acme-rw',

@@ -1,24 +1,28 @@
 import { Injectable } from '@nestjs/common';
 import { SqlStore } from '../stores/sql/sql-store';
 import { DecisionTrace, DecisionTraceSink } from './decision-trace';
+import { isTraceId, newTraceId } from './trace-id';
 
 /*
  * One statement per batch: constant text, one array parameter per column, so the plan is reused and
- * no value is ever spliced into SQL.
+ * no value is ever spliced into SQL. The key is (created_at, id), both made when the trace was built:
+ * a batch written again (a retry after a lost answer, a replayed journal) finds its rows there and
+ * adds nothing, so writing is idempotent.
  */
 const INSERT_TRACES = `
   INSERT INTO decision_traces (
     request_id, org_id, api_key_id, session_id, endpoint, requested_model, route, strategy, candidates,
     selected_provider, selected_model, fallback_used, attempts, experiment_id, experiment_arm,
     status, error_code, latency_ms, ttft_ms, prompt_tokens, completion_tokens, reasoning_tokens,
-    cost_usd, finish_reason, created_at, failed_attempts)
+    cost_usd, finish_reason, created_at, failed_attempts, id)
   SELECT * FROM unnest(
     $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[],
     $10::text[], $11::text[], $12::boolean[], $13::integer[], $14::uuid[], $15::text[],
     $16::integer[], $17::text[], $18::float8[], $19::float8[], $20::integer[], $21::integer[], $22::integer[],
-    $23::float8[], $24::text[], $25::timestamptz[], $26::jsonb[])`;
+    $23::float8[], $24::text[], $25::timestamptz[], $26::jsonb[], $27::bigint[])
+  ON CONFLICT DO NOTHING`;
 
-const COLUMNS = 26;
+const COLUMNS = 27;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const INT_MAX = 2_147_483_647;
 
@@ -39,7 +43,8 @@ function failedAttemptsJson(list: DecisionTrace['failedAttempts']): string | nul
 
 /*
  * A trace becomes one row of column values. Values the table would refuse become NULL (or a neutral
- * value for NOT NULL columns) instead: one malformed trace must never make its whole batch fail.
+ * value for NOT NULL columns) instead: one malformed trace must never make its whole batch fail. A
+ * trace without a usable id or time gets them here, and so is stored once per write, not once.
  */
 function toRow(t: DecisionTrace): unknown[] {
   const created = t.createdAt instanceof Date && !Number.isNaN(t.createdAt.getTime()) ? t.createdAt : new Date();
@@ -70,6 +75,7 @@ function toRow(t: DecisionTrace): unknown[] {
     text(t.finishReason),
     created.toISOString(),
     failedAttemptsJson(t.failedAttempts),
+    isTraceId(t.id) ? t.id : newTraceId(created.getTime()),
   ];
 }
 

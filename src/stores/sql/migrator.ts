@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { SqlStore } from './sql-store';
+import { prepareDecisionTracesByDay } from './migrations/0005_decision_traces_by_day.prepare';
+import type { SqlExecutor, SqlStore } from './sql-store';
 
 /**
  * A folder of forward-only migrations `NNNN_name.sql` and the table that records which ran. The
@@ -10,7 +11,23 @@ import type { SqlStore } from './sql-store';
 export interface MigrationSet {
   dir: string;
   table: 'schema_migrations' | 'vector_schema_migrations';
+  /**
+   * Named steps in code, keyed by the file they prepare (`NNNN_name`): work that cannot run in the
+   * file's transaction or must not hold its locks for long (CREATE INDEX CONCURRENTLY, a scan that
+   * should not block writes). A step runs before its file whenever the file is pending, outside any
+   * transaction; it must be idempotent, check under `ctx.lock` that its work is still wanted (another
+   * replica may have applied the file meanwhile), and leave the file correct whether or not it ran.
+   */
+  steps?: Readonly<Record<string, MigrationStep>>;
 }
+
+export interface MigrationStepContext {
+  store: SqlStore;
+  /** Takes the migrator's lock in `tx` (held until it ends): the files and the other replicas' steps wait meanwhile. */
+  lock(tx: SqlExecutor): Promise<void>;
+}
+
+export type MigrationStep = (ctx: MigrationStepContext) => Promise<void>;
 
 export interface Migration {
   version: number;
@@ -24,7 +41,11 @@ export interface AppliedMigration {
 }
 
 /** The analytics store's migrations. `nest build` copies `stores/**\/*.sql` next to the compiled file. */
-export const ANALYTICS_MIGRATIONS: MigrationSet = { dir: join(__dirname, 'migrations'), table: 'schema_migrations' };
+export const ANALYTICS_MIGRATIONS: MigrationSet = {
+  dir: join(__dirname, 'migrations'),
+  table: 'schema_migrations',
+  steps: { '0005_decision_traces_by_day': prepareDecisionTracesByDay },
+};
 
 const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
@@ -63,6 +84,16 @@ function bookkeeping(table: MigrationSet['table']) {
  */
 const LOCK = 'SELECT pg_advisory_xact_lock(hashtext($1))';
 
+/*
+ * A file may bound its waits for locks (`SET LOCAL lock_timeout`) so that a long reader of a table
+ * it alters does not make every other statement queue behind it; it then fails with SQLSTATE 55P03
+ * and is tried again after a pause, a few times, before the start fails.
+ */
+const LOCK_RETRIES = 10;
+const LOCK_RETRY_PAUSE_MS = 2_000;
+const isLockTimeout = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === '55P03';
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
 /**
  * Applies the set's pending migrations in order, each in its own transaction together with its
  * bookkeeping row, and returns those this call applied (empty when the schema was current).
@@ -77,22 +108,44 @@ export async function runMigrations(store: SqlStore, set: MigrationSet): Promise
     return new Set(rows.map((r) => Number(r.version)));
   });
   const applied: AppliedMigration[] = [];
+  const ctx: MigrationStepContext = { store, lock: async (tx) => void (await tx.query(LOCK, [set.table])) };
   for (const m of migrations) {
     if (done.has(m.version)) continue;
-    const ran = await store.transaction(async (tx) => {
-      await tx.query(LOCK, [set.table]);
-      if ((await tx.query(sql.isApplied, [m.version])).rows.length > 0) return false;
+    const step = set.steps?.[`${String(m.version).padStart(4, '0')}_${m.name}`];
+    if (step) {
       try {
-        await tx.query(m.sql, []);
+        await step(ctx);
       } catch (err) {
         throw new MigrationError(m, err);
       }
-      await tx.query(sql.record, [m.version, m.name]);
-      return true;
-    });
+    }
+    const ran = await applyFile(store, set, m);
     if (ran) applied.push({ version: m.version, name: m.name });
   }
   return applied;
+}
+
+/** Runs one file in a transaction with its bookkeeping row; false when another replica had applied it. */
+async function applyFile(store: SqlStore, set: MigrationSet, m: Migration): Promise<boolean> {
+  const sql = bookkeeping(set.table);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await store.transaction(async (tx) => {
+        await tx.query(LOCK, [set.table]);
+        if ((await tx.query(sql.isApplied, [m.version])).rows.length > 0) return false;
+        try {
+          await tx.query(m.sql, []);
+        } catch (err) {
+          throw new MigrationError(m, err);
+        }
+        await tx.query(sql.record, [m.version, m.name]);
+        return true;
+      });
+    } catch (err) {
+      if (!(err instanceof MigrationError && isLockTimeout(err.cause)) || attempt >= LOCK_RETRIES) throw err;
+      await sleep(LOCK_RETRY_PAUSE_MS);
+    }
+  }
 }
 
 /** A migration file failed; `cause` is the database error (its `code` tells e.g. a missing extension). */
