@@ -3,12 +3,12 @@
  * each store up and down for real — a stopped Redis, a closed port, a Redis that never answers, a
  * Postgres stopped mid-run — answered within a bound and without crashing the process.
  */
-import { AddressInfo, createServer, Server, Socket } from 'node:net';
 import { CacheStore } from '../src/stores/cache/cache-store';
 import { VectorStore } from '../src/stores/vector/vector-store';
 import { PRO_KEY, READ_ONLY_KEY, startTestApp, TestApp } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/postgres';
 import { ProbeController } from './support/probe.controller';
+import { silentServer } from './support/kit';
 import { describeWithPostgres, describeWithRedis, TEST_REDIS_URL } from './support/real-servers';
 
 interface ThrowawayServer {
@@ -71,25 +71,6 @@ async function eventually<T>(fn: () => Promise<T>, ms: number): Promise<T> {
 
 /** A TCP port nothing listens on: bound, then released. */
 const closedPort = () => servers.freePort();
-
-/** Accepts connections and never answers: a hung Redis. */
-async function blackHole(): Promise<{ port: number; close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const srv: Server = createServer((s) => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  return {
-    port: (srv.address() as AddressInfo).port,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        srv.close(() => r());
-      }),
-  };
-}
 
 describe('health on the embedded default', () => {
   const PROVIDER_SECRET = 'sk-planted-provider-secret-4f1c9e';
@@ -223,7 +204,7 @@ describe('health with Redis unreachable', () => {
   });
 
   it('a Redis that accepts connections but never answers: each endpoint answers within ~2 s', async () => {
-    const hole = await blackHole();
+    const hole = await silentServer();
     const t = await startTestApp({ env: { REDIS_URL: `redis://127.0.0.1:${hole.port}` } });
     try {
       const [cache, ready] = await Promise.all([get(`${t.url}/health/cache`), get(`${t.url}/health/ready`)]);

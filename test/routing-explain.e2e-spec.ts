@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import { LimitsService } from '../src/limits/limits.service';
 import { RoutingService } from '../src/routing/routing.service';
 import type { RoutingInput } from '../src/routing/routing.types';
@@ -9,6 +8,7 @@ import { SqlStore } from '../src/stores/sql/sql-store';
 import { DecisionTraceWriter } from '../src/traces/decision-trace.writer';
 import { OpenAiFake } from './fakes/openai-fake';
 import { FREE_KEY, NO_FEATURES_KEY, PRO_KEY, READ_ONLY_KEY, startTestApp, TestApp } from './support/app';
+import { closedPort } from './support/kit';
 import { describeWithRedis, TEST_REDIS_URL } from './support/real-servers';
 
 /**
@@ -449,15 +449,6 @@ describe('no side effects', () => {
     expect(await cache.get(monthlyKey)).toBe('3');
   });
 });
-
-/** A loopback port with nothing listening (taken, then released). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 describe('Redis unreachable', () => {
   let down: TestApp;

@@ -1,23 +1,13 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { AddressInfo, createServer, Server, Socket } from 'node:net';
-import pino from 'pino';
 import { CacheStore } from '../../src/stores/cache/cache-store';
 import { createCacheStore } from '../../src/stores/cache/cache-store.factory';
 import { RedisCacheStore } from '../../src/stores/cache/redis-cache.store';
+import { closedPort, memoryLogger, silentServer } from '../support/kit';
 import { describeWithRedis, TEST_REDIS_URL } from '../support/real-servers';
 import { cacheStoreContract } from './cache-store.contract';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** A port nothing listens on: bound, then released. */
-async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 /** How long a call took to settle, and whether it rejected. */
 async function timed(p: Promise<unknown>): Promise<{ ms: number; error?: unknown }> {
@@ -44,12 +34,6 @@ async function eventually(fn: () => Promise<unknown>, ms: number): Promise<void>
   }
 }
 
-function memoryLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'warn' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-  return { logger, lines };
-}
-
 /**
  * docs/architecture.md "Degrade, never hang": a dead or silent Redis never hangs a call and never crashes the process. These need
  * no real server, so they run everywhere.
@@ -62,9 +46,9 @@ describe('RedisCacheStore without a reachable server', () => {
 
   it('rejects get, set, hitWindows, incrementBelow and ping within the timeout on a closed port, logging once', async () => {
     const port = await closedPort();
-    const { logger, lines } = memoryLogger();
+    const { logger, lines } = memoryLogger('warn');
     const consoleError = jest.spyOn(console, 'error');
-    const store = new RedisCacheStore({ url: `redis://127.0.0.1:${port}`, logger, maxReconnectDelayMs: 50 });
+    const store = new RedisCacheStore({ url: `redis://127.0.0.1:${port}`, logger: logger.pino, maxReconnectDelayMs: 50 });
     opened.push(store);
     const calls = {
       get: store.get('k'),
@@ -92,15 +76,9 @@ describe('RedisCacheStore without a reachable server', () => {
   });
 
   it('rejects within the timeout when the server accepts connections but never answers', async () => {
-    const sockets = new Set<Socket>();
-    const silent: Server = createServer((s) => {
-      sockets.add(s);
-      s.on('error', () => undefined);
-    });
-    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const silent = await silentServer();
     try {
-      const { port } = silent.address() as AddressInfo;
-      const store = new RedisCacheStore({ url: `redis://127.0.0.1:${port}`, commandTimeoutMs: 300 });
+      const store = new RedisCacheStore({ url: `redis://127.0.0.1:${silent.port}`, commandTimeoutMs: 300 });
       opened.push(store);
       for (const call of [store.get('k'), store.hitWindows([{ key: 'k', limit: 1, windowMs: 1_000 }]), store.ping(300)]) {
         const r = await timed(call);
@@ -111,8 +89,7 @@ describe('RedisCacheStore without a reachable server', () => {
       expect(ping.error).toBeInstanceOf(Error);
       expect(ping.ms).toBeLessThan(600);
     } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => silent.close(() => r()));
+      await silent.close();
     }
   });
 

@@ -1,38 +1,12 @@
-import { createServer, type Server, type Socket } from 'node:net';
 import { loadEnv } from '../../src/config/env';
 import { ANALYTICS_MIGRATIONS, readMigrations, type AppliedMigration } from '../../src/stores/sql/migrator';
 import { PgSqlStore } from '../../src/stores/sql/pg-sql.store';
 import { createSqlStore, StoreStartupError } from '../../src/stores/sql/sql-store.factory';
 import { StoreTimeoutError } from '../../src/stores/with-timeout';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
+import { closedPort, silentServer } from '../support/kit';
 import { describeWithPostgres } from '../support/real-servers';
 import { sqlStoreContract } from './sql-store.contract';
-
-/** A loopback port nothing listens on. */
-async function deadPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as { port: number };
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
-/** A server that accepts TCP connections and never answers: a hung Postgres or a black-holed route. */
-async function silentServer(): Promise<{ port: number; close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const srv: Server = createServer((s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  return {
-    port: (srv.address() as { port: number }).port,
-    close: async () => {
-      sockets.forEach((s) => s.destroy());
-      await new Promise((r) => srv.close(r));
-    },
-  };
-}
 
 async function elapsed<T>(p: Promise<T>): Promise<{ ms: number; result: PromiseSettledResult<T> }> {
   const started = Date.now();
@@ -74,7 +48,7 @@ describeWithPostgres('SqlStore on a real Postgres', () => {
     });
 
     it('rejects ping and query at once when nothing listens on the port', async () => {
-      const store = new PgSqlStore(`postgres://postgres@127.0.0.1:${await deadPort()}/gw`, { connectionTimeoutMs: 1_000 });
+      const store = new PgSqlStore(`postgres://postgres@127.0.0.1:${await closedPort()}/gw`, { connectionTimeoutMs: 1_000 });
       try {
         const ping = await elapsed(store.ping(2_000));
         expect(ping.result.status).toBe('rejected');
@@ -179,7 +153,7 @@ describeWithPostgres('SqlStore on a real Postgres', () => {
     });
 
     it('rejects quickly with one clear line naming the server, never its password, when Postgres is unreachable', async () => {
-      const url = `postgres://gateway:hunter2@127.0.0.1:${await deadPort()}/analytics`;
+      const url = `postgres://gateway:hunter2@127.0.0.1:${await closedPort()}/analytics`;
       const started = Date.now();
       const err = await createSqlStore(loadEnv({ DATABASE_URL: url, GATEWAY_KEY_PEPPER: 'test-pepper' })).catch((e: unknown) => e);
       expect(Date.now() - started).toBeLessThan(5_000);
