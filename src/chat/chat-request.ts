@@ -14,12 +14,6 @@ export interface ChatCall {
   request: ChatRequest;
 }
 
-/**
- * Validation of the chat body (docs/api.md "POST /v1/chat/completions"):
- * every documented field and range, the other OpenAI fields SDKs send, and nothing else. Hand-written
- * rather than class-validator: it runs on every request, on bodies up to 4 MiB. The first failure is
- * 400 `invalid_request` with `param`; no provider is called.
- */
 const ROLES: readonly Role[] = ['system', 'developer', 'user', 'assistant', 'tool'];
 const EFFORTS: readonly ReasoningEffort[] = ['none', 'low', 'medium', 'high'];
 /** OpenAI fields that are hints for OpenAI's own platform; accepted and not forwarded. */
@@ -166,6 +160,12 @@ export function jsonSchemaFormat(js: Record<string, unknown>, at: string, fields
   };
 }
 
+/**
+ * Validation of the chat body (docs/api.md "POST /v1/chat/completions"):
+ * every documented field and range, the other OpenAI fields SDKs send, and nothing else. Hand-written
+ * rather than class-validator: it runs on every request, on bodies up to 4 MiB. The first failure is
+ * 400 `invalid_request` with `param`; no provider is called.
+ */
 export function parseChatBody(body: unknown): ChatCall {
   if (!isObject(body)) return fail('body', 'The request body must be a JSON object.');
   for (const k of Object.keys(body)) {
@@ -173,9 +173,16 @@ export function parseChatBody(body: unknown): ChatCall {
   }
   const model = str(body.model, 'model', { nonEmpty: true, max: 1024 });
   if (!Array.isArray(body.messages) || body.messages.length === 0) return fail('messages', 'messages must be a non-empty array.');
-  const messages = body.messages.map(message);
+  const request: ChatRequest = { messages: body.messages.map(message) };
+  // The fields are checked in this order, so a body with several faults always names the same one.
+  readGeneration(body, request);
+  const { stream, includeUsage } = readStreaming(body);
+  readChoicesAndTools(body, request);
+  return { model, stream, includeUsage, inputs: readInputs(body), request };
+}
 
-  const req: ChatRequest = { messages };
+/** Sampling, the token limit, stop sequences, reasoning effort and the response format. */
+function readGeneration(body: Record<string, unknown>, req: ChatRequest): void {
   const temperature = num(body, 'temperature', 0, 2);
   if (temperature !== undefined) req.temperature = temperature;
   const topP = num(body, 'top_p', 0, 1);
@@ -203,6 +210,10 @@ export function parseChatBody(body: unknown): ChatCall {
     const rf = responseFormat(body.response_format);
     if (rf) req.response_format = rf;
   }
+}
+
+/** `stream`, and `stream_options` (only with a stream): whether the final usage chunk is sent. */
+function readStreaming(body: Record<string, unknown>): { stream: boolean; includeUsage: boolean } {
   const stream = bool(body, 'stream') ?? false;
   let includeUsage = false;
   if (!absent(body.stream_options)) {
@@ -213,6 +224,11 @@ export function parseChatBody(body: unknown): ChatCall {
     if (so.include_usage !== undefined && typeof so.include_usage !== 'boolean') return fail('stream_options.include_usage', 'include_usage must be a boolean.');
     includeUsage = so.include_usage === true;
   }
+  return { stream, includeUsage };
+}
+
+/** `n`, `seed`, `user`, the tools and how they are chosen; `logprobs` only as false. */
+function readChoicesAndTools(body: Record<string, unknown>, req: ChatRequest): void {
   const n = int(body, 'n', 1, MAX_N);
   if (n !== undefined && n > 1) req.n = n;
   const seed = int(body, 'seed', Number.MIN_SAFE_INTEGER);
@@ -226,14 +242,14 @@ export function parseChatBody(body: unknown): ChatCall {
   const parallelToolCalls = bool(body, 'parallel_tool_calls');
   if (parallelToolCalls !== undefined) req.parallel_tool_calls = parallelToolCalls;
   if (!absent(body.logprobs) && body.logprobs !== false) return fail('logprobs', 'logprobs is not supported.');
+}
 
-  let inputs: ChatCall['inputs'];
-  if (!absent(body.inputs)) {
-    if (!isObject(body.inputs)) return fail('inputs', 'inputs must be an object of strings, numbers or booleans.');
-    for (const [k, v] of Object.entries(body.inputs)) {
-      if (!INPUT_TYPES.has(typeof v)) return fail(`inputs.${k}`, `inputs.${k} must be a string, number or boolean.`);
-    }
-    inputs = body.inputs as ChatCall['inputs'];
+/** The template variables (`inputs`): strings, numbers or booleans, never forwarded. */
+function readInputs(body: Record<string, unknown>): ChatCall['inputs'] {
+  if (absent(body.inputs)) return undefined;
+  if (!isObject(body.inputs)) return fail('inputs', 'inputs must be an object of strings, numbers or booleans.');
+  for (const [k, v] of Object.entries(body.inputs)) {
+    if (!INPUT_TYPES.has(typeof v)) return fail(`inputs.${k}`, `inputs.${k} must be a string, number or boolean.`);
   }
-  return { model, stream, includeUsage, inputs, request: req };
+  return body.inputs as ChatCall['inputs'];
 }
