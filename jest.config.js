@@ -3,8 +3,9 @@ const swc = JSON.parse(require('fs').readFileSync(__dirname + '/.swcrc', 'utf8')
 // ESM-only or dynamic-import packages that swc must transform to CommonJS under Jest. The Vercel AI
 // SDK (`ai`, `@ai-sdk/*`, `@workflow/serde`) ships ESM only, and its `zod/v4/locales/en.js` import
 // reaches one of zod's ESM files even from CommonJS; the client suites in test/clients load it
-// with `await import()`, which swc turns into a `require` of these transformed files.
-const esm = ['@electric-sql', 'eventsource-parser', 'ai', '@ai-sdk', '@workflow', 'zod'];
+// with `await import()`, which swc turns into a `require` of these transformed files. The OTLP
+// exporter loads `node:http` with `import()`, which Jest's module sandbox cannot run untransformed.
+const esm = ['@electric-sql', 'eventsource-parser', 'ai', '@ai-sdk', '@workflow', 'zod', '@opentelemetry/otlp-exporter-base'];
 module.exports = {
   testEnvironment: 'node',
   rootDir: '.',

@@ -21,6 +21,8 @@ import type { DecisionTrace } from '../traces/decision-trace';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
 import { ExperimentRouter, ExperimentSplit } from '../experiments/experiment.router';
 import { inlineProblem, SchemaInlineError } from '../providers/json-schema/json-schema';
+import type { RequestTelemetry } from '../telemetry/request-telemetry';
+import type { TraceHeaders } from '../telemetry/trace-context';
 import type { ChatCall } from './chat-request';
 
 /** Refuses a target whose family cannot take a field the request uses (docs/architecture.md "Capabilities, never model names"). */
@@ -64,6 +66,8 @@ interface DispatchPlan {
   supports: CapabilityCheck;
   signal: AbortSignal;
   primarySkipped: boolean;
+  /** The request's span, or the client's trace headers each upstream call carries. */
+  telemetry?: RequestTelemetry;
 }
 
 /** What the chat pipeline answers with; the endpoint's encoder turns it into its wire format. */
@@ -92,6 +96,7 @@ interface Pending {
   sessionId: string | null;
   started: bigint;
   outcome: TracedOutcome;
+  call: ChatCall;
 }
 
 /**
@@ -127,7 +132,7 @@ export class ChatService {
     const outcome: TracedOutcome = { status: 200 };
     // Step 6 of the routing chain: an active experiment whose baseline is the selected pair may divert or mirror it.
     const split = await this.experiments.apply(caller, decision, sessionId, facts.requestId);
-    const p: Pending = { scope, decision, split, sessionId, started, outcome };
+    const p: Pending = { scope, decision, split, sessionId, started, outcome, call };
     let streaming = false;
     try {
       // A firewall block is 400, no provider called, no prompt text in the error.
@@ -142,13 +147,14 @@ export class ChatService {
         supports: ep.param ? renamed(supports, ep.param) : supports,
         signal: scope.signal,
         primarySkipped: decision.breakerOpen?.primary ?? false,
+        telemetry: facts.telemetry,
       };
       if (call.stream) {
         const answer = await this.stream(p, request, plan, supports, ep);
         streaming = true;
         return answer;
       }
-      const d = await this.dispatch(plan, (adapter, target) => adapter.chat(request, { target, signal: plan.signal, requestId: facts.requestId }));
+      const d = await this.dispatch(plan, (adapter, target, trace) => adapter.chat(request, { target, signal: plan.signal, requestId: facts.requestId, trace }));
       outcome.dispatched = d;
       outcome.usage = d.value.usage;
       outcome.finishReason = d.value.choices[0]?.finish_reason;
@@ -165,8 +171,8 @@ export class ChatService {
   }
 
   /** The dispatcher over the plan; the served target is a fallback too when routing skipped the primary (the dispatcher never saw it). */
-  private async dispatch<T>(plan: DispatchPlan, attempt: (adapter: ProviderAdapter, target: UpstreamTarget) => Promise<T>): Promise<Dispatched<T>> {
-    const d = await this.dispatcher.run(plan.targets, plan.signal, plan.supports, attempt);
+  private async dispatch<T>(plan: DispatchPlan, attempt: (adapter: ProviderAdapter, target: UpstreamTarget, trace: TraceHeaders | undefined) => Promise<T>): Promise<Dispatched<T>> {
+    const d = await this.dispatcher.run(plan.targets, plan.signal, plan.supports, attempt, plan.telemetry);
     if (plan.primarySkipped) d.fallbackUsed = true;
     return d;
   }
@@ -175,8 +181,8 @@ export class ChatService {
     const { signal } = plan;
     const requestId = p.scope.facts.requestId;
     // Fallback stays transparent until the first output: the stream is held until then (docs/api.md "Streaming").
-    const d = await this.dispatch<Opened>(plan, async (adapter, target) => {
-      const iterator = (await adapter.chatStream(request, { target, signal, requestId }))[Symbol.asyncIterator]();
+    const d = await this.dispatch<Opened>(plan, async (adapter, target, trace) => {
+      const iterator = (await adapter.chatStream(request, { target, signal, requestId, trace }))[Symbol.asyncIterator]();
       const held: StreamEvent[] = [];
       for (;;) {
         const r = await iterator.next();
@@ -254,6 +260,8 @@ export class ChatService {
         strategy: decision.strategyId,
         candidates: decision.candidates.map((c) => ({ provider: c.provider, model: c.model, score: c.score })),
         experimentId: split.experimentId,
+        telemetry: scope.facts.telemetry,
+        genAi: { params: p.call.request, stream: p.call.stream, confidence: decision.insight.confidence },
       },
       p.outcome,
       this.experiments.traceArm(split, p.outcome.dispatched?.target),

@@ -1,4 +1,5 @@
 import { Global, Module } from '@nestjs/common';
+import { TelemetryModule } from '../telemetry/telemetry.module';
 import { ConfirmationGuard, FeatureGuard, PermissionGuard } from './auth/access.guards';
 import { GatewayExceptionFilter } from './errors/gateway-exception.filter';
 import { RequestContextMiddleware } from './http/request-context.middleware';
@@ -8,6 +9,8 @@ import { RequestLogger } from './logging/request-logger';
 /** Cross-cutting pieces: guards, the exception filter, body parsing, request context, draining. */
 @Global()
 @Module({
+  // The request context middleware (applied in AppModule) opens each request's span.
+  imports: [TelemetryModule],
   providers: [
     PermissionGuard,
     FeatureGuard,
@@ -17,6 +20,6 @@ import { RequestLogger } from './logging/request-logger';
     RequestLogger,
     DrainState,
   ],
-  exports: [PermissionGuard, FeatureGuard, ConfirmationGuard, GatewayExceptionFilter, RequestContextMiddleware, RequestLogger, DrainState],
+  exports: [TelemetryModule, PermissionGuard, FeatureGuard, ConfirmationGuard, GatewayExceptionFilter, RequestContextMiddleware, RequestLogger, DrainState],
 })
 export class CommonModule {}

@@ -1,3 +1,4 @@
+import { OtelConfig, readOtelEnv } from '../telemetry/otel-env';
 import { Secret } from './secret';
 import { ConfigError } from './schema';
 
@@ -17,6 +18,8 @@ export interface EnvConfig {
   logLevel: LogLevel;
   /** How long SIGTERM waits for in-flight requests and streams before exiting. */
   drainTimeoutMs: number;
+  /** OpenTelemetry traces from the standard `OTEL_*` variables; null = off (README "OpenTelemetry"). */
+  otel: OtelConfig | null;
 }
 
 const nonEmpty = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
@@ -48,5 +51,6 @@ export function loadEnv(env: Readonly<Record<string, string | undefined>>): EnvC
     keyPepper: pepper === undefined ? undefined : new Secret(pepper),
     logLevel,
     drainTimeoutMs: intVar(env, 'GATEWAY_DRAIN_TIMEOUT_MS', 10_000, 0, 600_000),
+    otel: readOtelEnv(env),
   });
 }

@@ -88,10 +88,16 @@ export class EmbeddingsService {
     const outcome: TracedOutcome = { status: 200 };
     try {
       await this.limits.checkKeyRate(caller, 'embeddings');
-      const d = await this.dispatcher.run(plan, signal, supportsEmbeddings, (adapter, target) => {
-        if (!adapter.embed) throw new Error(`family ${target.provider.family} has no embed()`);
-        return adapter.embed(call.request, { target, signal, requestId: facts.requestId });
-      });
+      const d = await this.dispatcher.run(
+        plan,
+        signal,
+        supportsEmbeddings,
+        (adapter, target, trace) => {
+          if (!adapter.embed) throw new Error(`family ${target.provider.family} has no embed()`);
+          return adapter.embed(call.request, { target, signal, requestId: facts.requestId, trace });
+        },
+        facts.telemetry,
+      );
       outcome.dispatched = d;
       outcome.usage = d.value.usage;
       return { served: d, call, result: d.value };
@@ -113,6 +119,8 @@ export class EmbeddingsService {
           strategy: 'direct',
           candidates: plan.map((t) => ({ provider: t.provider, model: t.model, score: null })),
           experimentId: null,
+          telemetry: facts.telemetry,
+          genAi: { params: call.request },
         },
         outcome,
         null,

@@ -1,5 +1,6 @@
 import type { ModelSpec, ProviderSpec } from '../config/gateway-config';
 import type { StructuredOutputMode } from '../config/gateway-config.schema';
+import type { TraceHeaders } from '../telemetry/trace-context';
 
 /**
  * The gateway's normalised chat request, as every adapter receives it: validated, templates filled,
@@ -131,6 +132,8 @@ export interface CallContext {
   /** Aborted when the client disconnects or the gateway gives up; adapters pass it to the HTTP call. */
   signal: AbortSignal;
   requestId: string;
+  /** W3C `traceparent`/`tracestate` for the upstream request, when the request is traced or the client sent them (docs/architecture.md "OpenTelemetry traces"). */
+  trace?: TraceHeaders;
 }
 
 export interface EmbeddingRequest {

@@ -7,6 +7,8 @@ import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-brea
 import type { AdapterCapabilities, ProviderAdapter, UpstreamTarget } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
 import { UpstreamError, UpstreamErrorKind } from '../providers/upstream-error';
+import type { RequestTelemetry } from '../telemetry/request-telemetry';
+import type { TraceHeaders } from '../telemetry/trace-context';
 
 /**
  * The request can't be served by this target (a capability it lacks): the request field, or the
@@ -112,6 +114,11 @@ export function providersUnavailable(reopensInMs: number | undefined): GatewayEr
   return new GatewayError('providers_unavailable', undefined, { headers: { 'Retry-After': String(seconds) } });
 }
 
+/** An upstream call's `error.type` on its span: the status when it answered one, else how it failed (network, timeout, protocol). */
+export function upstreamErrorType(err: UpstreamError): string {
+  return err.kind === 'status' && err.status !== undefined ? String(err.status) : err.kind;
+}
+
 /**
  * The fallback triggers (docs/api.md "Fallback"): network error, timeout, 408, 409, 429, 5xx, and 401/403 (the
  * provider is misconfigured). A broken stream (protocol) counts as a server fault. Other 4xx are the
@@ -152,7 +159,9 @@ export class DispatcherService {
     plan: readonly TargetRef[],
     signal: AbortSignal,
     supports: CapabilityCheck,
-    attempt: (adapter: ProviderAdapter, target: UpstreamTarget) => Promise<T>,
+    attempt: (adapter: ProviderAdapter, target: UpstreamTarget, trace: TraceHeaders | undefined) => Promise<T>,
+    /** The request's span (a child span per upstream call) or the client's trace headers; `trace` is what the call carries. */
+    telemetry?: RequestTelemetry,
   ): Promise<Dispatched<T>> {
     let attempts = 0;
     let unavailable = false;
@@ -181,8 +190,10 @@ export class DispatcherService {
         continue;
       }
       attempts++;
+      const call = telemetry?.upstreamCall(ref, upstream, attempts);
       try {
-        const value = await attempt(adapter, upstream);
+        const value = await attempt(adapter, upstream, call?.headers);
+        call?.succeeded();
         void this.breakers.record(ref.provider, true, permit === 'probe');
         this.attemptsTotal.inc({ provider: ref.provider, outcome: 'ok' });
         if (unavailable) this.fallbacks.inc();
@@ -193,21 +204,25 @@ export class DispatcherService {
           // would get no probe until the lease ran out (probeLeaseMs).
           if (permit === 'probe') void this.breakers.release(ref.provider);
           this.attemptsTotal.inc({ provider: ref.provider, outcome: 'aborted' });
+          call?.failed('client_closed');
           throw new ClientGoneError(failed, attempts);
         }
         if (!(err instanceof UpstreamError)) {
           // Our own fault, not the provider's: no verdict, and a probe's lease is given back.
           if (permit === 'probe') void this.breakers.release(ref.provider);
+          call?.failed('internal');
           throw err;
         }
         if (!isFallbackTrigger(err)) {
           // The request's fault, not the provider's: the breaker is not charged.
           void this.breakers.record(ref.provider, true, permit === 'probe');
           this.attemptsTotal.inc({ provider: ref.provider, outcome: 'rejected' });
+          call?.failed(upstreamErrorType(err));
           throw new DispatchError(failed, attempts, 'upstream_invalid_request', `The upstream provider rejected the request (status ${err.status}).`, { cause: err });
         }
         void this.breakers.record(ref.provider, false, permit === 'probe');
         this.attemptsTotal.inc({ provider: ref.provider, outcome: err.kind });
+        call?.failed(upstreamErrorType(err));
         failed.push({ provider: ref.provider, model: ref.model, error: err.kind, status: err.status ?? null });
         last = err;
         unavailable = true;

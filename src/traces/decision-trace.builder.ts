@@ -1,5 +1,7 @@
 import { DispatchOutcome, tracedAttempts } from '../routing/dispatcher.service';
 import { usageCost } from '../routing/strategies/cost';
+import type { GenAiRequest } from '../telemetry/gen-ai';
+import type { RequestTelemetry } from '../telemetry/request-telemetry';
 import type { DecisionTrace } from './decision-trace';
 import { newTraceId } from './trace-id';
 
@@ -15,6 +17,10 @@ export interface TraceRequest {
   strategy: DecisionTrace['strategy'];
   candidates: DecisionTrace['candidates'];
   experimentId: string | null;
+  /** The request's span, built from this trace too (docs/architecture.md "OpenTelemetry traces"); absent when tracing is off. */
+  telemetry?: RequestTelemetry;
+  /** What only the span records: the sampling parameters and routing's confidence (never message text). */
+  genAi?: GenAiRequest;
 }
 
 /** What dispatch and the answer made of it; tokens as far as the upstream reported them. */
@@ -32,7 +38,7 @@ export interface TracedOutcome extends DispatchOutcome {
 export function buildDecisionTrace(r: TraceRequest, o: TracedOutcome, experimentArm: string | null, started: bigint): DecisionTrace {
   const d = o.dispatched;
   const createdAt = new Date();
-  return {
+  const trace: DecisionTrace = {
     id: newTraceId(createdAt.getTime()),
     requestId: r.requestId,
     orgId: r.orgId,
@@ -60,4 +66,6 @@ export function buildDecisionTrace(r: TraceRequest, o: TracedOutcome, experiment
     finishReason: o.finishReason ?? null,
     createdAt,
   };
+  r.telemetry?.decided(trace, d?.upstream, r.genAi ?? {}, started);
+  return trace;
 }

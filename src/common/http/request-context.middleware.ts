@@ -4,6 +4,7 @@ import type { NextFunction, Response } from 'express';
 import { DrainState } from '../lifecycle/drain-state';
 import { RequestLogger } from '../logging/request-logger';
 import { MetricsService } from '../../metrics/metrics.service';
+import { TelemetryService } from '../../telemetry/telemetry.service';
 import type { GatewayRequest } from './request-context';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -18,12 +19,13 @@ export class RequestContextMiddleware implements NestMiddleware {
     private readonly logger: RequestLogger,
     private readonly metrics: MetricsService,
     private readonly drain: DrainState,
+    private readonly telemetry: TelemetryService,
   ) {}
 
   use(req: GatewayRequest, res: Response, next: NextFunction): void {
     const given = req.headers['x-request-id'];
     const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-    req.facts = { requestId, startedAt: process.hrtime.bigint() };
+    req.facts = { requestId, startedAt: process.hrtime.bigint(), telemetry: this.telemetry.begin(req) };
     res.setHeader('x-request-id', requestId);
     this.drain.enter();
     let done = false;
@@ -39,6 +41,7 @@ export class RequestContextMiddleware implements NestMiddleware {
       const status = res.writableFinished ? res.statusCode : 499;
       this.metrics.observe(route, req.method, status, seconds);
       this.logger.access(req, status, seconds * 1000);
+      req.facts.telemetry?.responded(status, req.method, route);
     };
     res.on('finish', finish);
     res.on('close', finish);

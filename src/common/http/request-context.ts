@@ -1,5 +1,6 @@
 import type { Request } from 'express';
 import type { Feature, KillSwitch, Permission, Plan } from '../../config/gateway-config.schema';
+import type { RequestTelemetry } from '../../telemetry/request-telemetry';
 
 /** Who is calling: set by the API-key guard, read by the other guards and services. */
 export interface Caller {
@@ -21,6 +22,8 @@ export interface RequestFacts {
   model?: string;
   fallbackUsed?: boolean;
   errorCode?: string;
+  /** The request's span, or the client's trace headers to pass on; absent when there is neither (docs/architecture.md "OpenTelemetry traces"). */
+  telemetry?: RequestTelemetry;
 }
 
 export type GatewayRequest = Request & { caller?: Caller; facts: RequestFacts };

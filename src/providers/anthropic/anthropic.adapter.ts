@@ -1,6 +1,7 @@
 import { UpstreamHttp, UpstreamResponse } from '../http/upstream-http';
 import type { AdapterCapabilities, CallContext, ChatRequest, ChatResult, ProviderAdapter, StreamEvent, UpstreamTarget } from '../provider-adapter';
 import { readSse } from '../sse/sse-reader';
+import { withTraceHeaders } from '../../telemetry/trace-context';
 import { UpstreamError } from '../upstream-error';
 import { DEFAULT_STRUCTURED_OUTPUT, structuredPlan, toMessagesRequest } from './anthropic-request.mapper';
 import { errorTypeOf, toChatResult } from './anthropic-response.mapper';
@@ -81,7 +82,7 @@ export class AnthropicAdapter implements ProviderAdapter {
     return this.http.send({
       poolKey: provider.id,
       url: messagesUrl(provider.base_url),
-      headers,
+      headers: withTraceHeaders(headers, ctx.trace),
       body: toMessagesRequest(req, ctx.target, stream),
       signal: ctx.signal,
       timeouts: ctx.target.timeouts,

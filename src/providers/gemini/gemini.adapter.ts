@@ -3,6 +3,7 @@ import type {
   AdapterCapabilities, CallContext, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent, UpstreamTarget,
 } from '../provider-adapter';
 import { readSse } from '../sse/sse-reader';
+import { withTraceHeaders } from '../../telemetry/trace-context';
 import { UpstreamError } from '../upstream-error';
 import {
   DEFAULT_STRUCTURED_OUTPUT, embedBatches, toBatchEmbedContentsRequest, toEmbedContentRequest, toGenerateContentRequest,
@@ -113,7 +114,7 @@ export class GeminiAdapter implements ProviderAdapter {
     return this.http.send({
       poolKey: target.provider.id,
       url: `${base}/models/${model}:${method}${stream ? '?alt=sse' : ''}`,
-      headers,
+      headers: withTraceHeaders(headers, ctx.trace),
       body,
       signal: ctx.signal,
       timeouts,

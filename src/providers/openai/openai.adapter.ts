@@ -3,6 +3,7 @@ import type {
   AdapterCapabilities, CallContext, ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, ProviderAdapter, StreamEvent, UpstreamTarget,
 } from '../provider-adapter';
 import { UpstreamError } from '../upstream-error';
+import { withTraceHeaders } from '../../telemetry/trace-context';
 import { endpointFor, headersFor } from './openai.endpoint';
 import { toWireEmbeddingRequest, toWireRequest } from './openai-request.mapper';
 import { fromWireEmbeddings, fromWireResponse, statusError } from './openai-response.mapper';
@@ -63,7 +64,7 @@ export class OpenAiCompatibleAdapter implements ProviderAdapter {
     return this.http.send({
       poolKey: target.provider.id,
       url,
-      headers: headersFor(target, this.variant, stream),
+      headers: withTraceHeaders(headersFor(target, this.variant, stream), ctx.trace),
       body,
       signal: ctx.signal,
       timeouts: target.timeouts,

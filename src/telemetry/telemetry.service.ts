@@ -1,0 +1,187 @@
+import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
+import { Attributes, createNoopMeter, defaultTextMapGetter, Meter, MeterProvider, ObservableCallback, ROOT_CONTEXT, SpanKind, Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  BufferConfig,
+  ParentBasedSampler,
+  Sampler,
+  TraceIdRatioBasedSampler,
+} from '@opentelemetry/sdk-trace-base';
+import type { IncomingHttpHeaders } from 'node:http';
+import { Counter, Gauge } from 'prom-client';
+import { AppLogger } from '../common/logging/logger';
+import { ThrottledWarning } from '../common/logging/throttled-warning';
+import { AppConfig } from '../config/app-config';
+import { MetricsService } from '../metrics/metrics.service';
+import { withTimeout } from '../stores/with-timeout';
+import { ATTR } from './gen-ai';
+import type { OtelConfig } from './otel-env';
+import { PassThroughTelemetry, RequestSpan, RequestTelemetry } from './request-telemetry';
+import { clientTraceHeaders } from './trace-context';
+
+/** Spans still queued at shutdown are exported within this bound (docs/architecture.md "Graceful shutdown"), or one export's timeout if shorter. */
+const SHUTDOWN_FLUSH_MS = 5_000;
+
+/** The batch span processor's own self-observability metrics (OpenTelemetry SDK semantic conventions), bridged into /metrics. */
+const PROCESSED = 'otel.sdk.processor.span.processed';
+const QUEUE_SIZE = 'otel.sdk.processor.span.queue.size';
+
+/** Liveness and scrape paths: a span each would bury the requests worth tracing. */
+const UNTRACED = /^\/(health|metrics)(\/|$)/;
+
+type ExporterConfig = NonNullable<ConstructorParameters<typeof OTLPTraceExporter>[0]>;
+
+type DropReason = 'queue_full' | 'export_failed' | 'shutdown';
+
+function samplerOf(s: OtelConfig['sampler']): Sampler {
+  switch (s.name) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(s.ratio);
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(s.ratio) });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/**
+ * OpenTelemetry traces over OTLP/HTTP (docs/architecture.md "OpenTelemetry traces"): a SERVER span
+ * per request, a CLIENT span per upstream call, exported in batches from a bounded queue, so a slow
+ * or dead collector costs no request anything and memory stays bounded; what cannot be exported is
+ * counted in `gateway_otel_spans_dropped_total`. Off unless an OTLP endpoint is configured; then no
+ * span object is ever built.
+ */
+@Injectable()
+export class TelemetryService implements BeforeApplicationShutdown {
+  private readonly tracer?: Tracer;
+  private readonly provider?: BasicTracerProvider;
+  private readonly propagator = new W3CTraceContextPropagator();
+  private readonly dropped: Counter<'reason'>;
+  private readonly exported: Counter;
+  private readonly warning: ThrottledWarning;
+  private queueSize?: () => number;
+  private readonly flushMs: number;
+
+  constructor(config: AppConfig, metrics: MetricsService, logger: AppLogger) {
+    this.dropped = new Counter({
+      name: 'gateway_otel_spans_dropped_total',
+      help: 'Spans not exported: queue_full (the bounded queue was full), export_failed (the collector failed or did not answer), shutdown (left at exit)',
+      labelNames: ['reason'] as const,
+      registers: [metrics.registry],
+    });
+    this.exported = new Counter({ name: 'gateway_otel_spans_exported_total', help: 'Spans the collector accepted', registers: [metrics.registry] });
+    const queueDepth = () => this.queueSize?.() ?? 0;
+    new Gauge({
+      name: 'gateway_otel_span_queue_depth',
+      help: 'Spans waiting in the batch queue for export',
+      registers: [metrics.registry],
+      collect() {
+        this.set(queueDepth());
+      },
+    });
+    this.warning = new ThrottledWarning(logger.pino);
+
+    const otel = config.env.otel;
+    this.flushMs = Math.min(SHUTDOWN_FLUSH_MS, otel?.timeoutMs ?? SHUTDOWN_FLUSH_MS);
+    if (!otel) return;
+    if (otel.protocolAsked) logger.pino.info({ topic: 'otel', protocol: otel.protocolAsked }, 'OTLP traces are sent as http/json');
+    const exporter = new OTLPTraceExporter({ url: otel.url, headers: otel.headers, timeoutMillis: otel.timeoutMs, compression: otel.compression as ExporterConfig['compression'] });
+    const processor = new BatchSpanProcessor(exporter, {
+      maxQueueSize: otel.batch.maxQueueSize,
+      maxExportBatchSize: otel.batch.maxExportBatchSize,
+      scheduledDelayMillis: otel.batch.scheduleDelayMs,
+      exportTimeoutMillis: otel.batch.exportTimeoutMs,
+      selfObsMeterProvider: this.processorMeter(),
+    } as BufferConfig);
+    this.provider = new BasicTracerProvider({
+      resource: resourceFromAttributes({ ...otel.resourceAttributes, 'service.name': otel.serviceName }),
+      sampler: samplerOf(otel.sampler),
+      spanProcessors: [processor],
+    });
+    // Not registered as the global provider: spans are built only here, with their parents passed
+    // explicitly, so no context manager (AsyncLocalStorage) runs on the hot path.
+    this.tracer = this.provider.getTracer('routing-gateway');
+    logger.pino.info({ topic: 'otel', endpoint: new URL(otel.url).origin, sampler: otel.sampler.name }, 'OpenTelemetry traces on');
+  }
+
+  /**
+   * The request's telemetry (RequestContextMiddleware): its server span when tracing is on; the
+   * client's trace headers to pass on when it is off; else nothing.
+   */
+  begin(req: { headers: IncomingHttpHeaders; method: string; originalUrl: string }): RequestTelemetry | undefined {
+    const { headers } = req;
+    if (this.tracer === undefined) {
+      if (headers.traceparent === undefined) return undefined;
+      const h = clientTraceHeaders(headers.traceparent, headers.tracestate);
+      return h && new PassThroughTelemetry(h);
+    }
+    const q = req.originalUrl.indexOf('?');
+    const path = q < 0 ? req.originalUrl : req.originalUrl.slice(0, q);
+    if (UNTRACED.test(path)) return undefined;
+    const parent = this.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+    const span = this.tracer.startSpan(req.method, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: req.method } }, parent);
+    return new RequestSpan(this.tracer, span, path === '/v1/embeddings' ? 'embeddings' : 'chat');
+  }
+
+  /** SIGTERM (docs/architecture.md "Graceful shutdown"): the spans still queued are exported within a bound; what is left is counted. */
+  async beforeApplicationShutdown(): Promise<void> {
+    if (!this.provider) return;
+    try {
+      await withTimeout(this.provider.shutdown(), this.flushMs, 'span export');
+    } catch {
+      const left = this.queueSize?.() ?? 0;
+      if (left > 0) this.drop(left, 'shutdown');
+    }
+  }
+
+  private drop(n: number, reason: DropReason): void {
+    this.dropped.inc({ reason }, n);
+    this.warning.warn(`otel-${reason}`, `${n} span(s) not exported (${reason})`);
+  }
+
+  /**
+   * A meter provider for the batch span processor's self-observability only: spans processed
+   * (exported, dropped as queue_full, or failed with the export's error) and the queue's size.
+   */
+  private processorMeter(): MeterProvider {
+    const meter: Meter = createNoopMeter();
+    const noopCounter = meter.createCounter('unused');
+    meter.createCounter = (name: string) => {
+      if (name !== PROCESSED) return noopCounter;
+      return {
+        add: (n: number, attributes?: Attributes) => {
+          const error = attributes?.[ATTR.errorType];
+          if (error === undefined) this.exported.inc(n);
+          else this.drop(n, error === 'queue_full' ? 'queue_full' : 'export_failed');
+        },
+      };
+    };
+    const noopObservable = meter.createObservableUpDownCounter('unused');
+    meter.createObservableUpDownCounter = (name: string) => {
+      if (name !== QUEUE_SIZE) return noopObservable;
+      return {
+        addCallback: (cb: ObservableCallback) => {
+          this.queueSize = () => {
+            let size = 0;
+            void cb({ observe: (v: number) => (size = v) });
+            return size;
+          };
+        },
+        removeCallback: () => undefined,
+      };
+    };
+    return { getMeter: () => meter };
+  }
+}
