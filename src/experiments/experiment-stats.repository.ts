@@ -1,5 +1,7 @@
 import { Injectable } from '@nestjs/common';
+import { percentilesSql } from '../learning/rollups/latency-histogram';
 import { SqlStore } from '../stores/sql/sql-store';
+import { ExperimentRollups } from './experiment-rollups';
 import type { ExperimentArm, ExperimentRecord } from './experiment.record';
 
 /** One arm of one experiment, straight from its decision traces and their sessions' feedback. */
@@ -32,66 +34,58 @@ interface ArmRow {
 }
 
 /*
- * Per-arm aggregates of one experiment (docs/architecture.md "Stop rules"), on Postgres and PGlite alike.
- *
- *   t         the experiment's traces. `<arm>_fallback` rows (experiment.router.ts traceArm) belong to
- *             their arm for the error rate only; `own` rows were served (or failed) on the arm's target.
- *             Since the experiment started (5 minutes' margin for clocks: traces carry the replica's
- *             time), so the created_at index bounds the scan.
- *   req       requests and errors per arm. A 4xx is the client's or the limits' doing (bad request,
- *             rate limit, client gone), not the target's: it counts neither way. Latency and cost over
- *             the arm's own successful requests.
- *   sessions  a session is a sample of an arm when the arm's own target answered one of its requests
- *             successfully; a request that fell back across arms makes no sample.
- *   fb        those sessions joined to their feedback (one row per org and session).
- * $1 experiment id, $2 organisation, $3 start of the experiment.
+ * Per-arm aggregates of one experiment (docs/architecture.md "Stop rules"), on Postgres and PGlite
+ * alike, read from its rollups (experiment-rollups.ts has what they hold), never its traces:
+ *   requests, errors   per arm; a 4xx is the client's or the limits' doing (bad request, rate limit,
+ *                      client gone), not the target's: it counts neither way; `<arm>_fallback`
+ *                      requests are errors of their arm.
+ *   feedback sessions  sessions the arm's own target answered successfully at least once, joined to
+ *                      their feedback (one row per org and session): their count, mean score / 10
+ *                      and share marked useful.
+ *   latency p50        percentile_cont(0.5) of the arm's own successful requests, from the latency
+ *                      histogram (within 1 %, exact when its bins hold one distinct value each:
+ *                      src/learning/rollups/latency-histogram.ts); cost: their exact mean.
+ * $1 experiment id.
  */
 const ARM_STATS = `
-  WITH t AS (
-    SELECT CASE experiment_arm WHEN 'baseline_fallback' THEN 'baseline' WHEN 'candidate_fallback' THEN 'candidate' ELSE experiment_arm END AS arm,
-           experiment_arm IN ('baseline', 'candidate') AS own,
-           status BETWEEN 200 AND 299 AS ok,
-           status >= 500 AS failed,
-           session_id, latency_ms, cost_usd
-    FROM decision_traces
-    WHERE experiment_id = $1::uuid AND org_id = $2 AND created_at >= $3::timestamptz - interval '5 minutes'
-      AND experiment_arm IN ('baseline', 'candidate', 'baseline_fallback', 'candidate_fallback')
-  ),
-  req AS (
-    SELECT arm,
-           count(*) FILTER (WHERE NOT own OR ok OR failed) AS requests,
-           count(*) FILTER (WHERE NOT own OR failed) AS errors,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE own AND ok) AS latency_p50_ms,
-           avg(cost_usd) FILTER (WHERE own AND ok) AS cost_mean_usd
-    FROM t GROUP BY arm
-  ),
-  sessions AS (
-    SELECT DISTINCT arm, session_id FROM t WHERE own AND ok AND session_id IS NOT NULL
-  ),
-  fb AS (
-    SELECT s.arm, count(*) AS feedback_sessions,
-           avg(f.score::float8 / 10) AS score_mean,
-           avg(CASE WHEN f.useful THEN 1.0::float8 ELSE 0.0::float8 END) AS useful_rate
-    FROM sessions s JOIN feedback f ON f.org_id = $2 AND f.session_id = s.session_id
-    GROUP BY s.arm
+  WITH lat AS (
+    SELECT arm, bin, n, total FROM rollup_experiment_latency WHERE experiment_id = $1::uuid AND n > 0
   )
+  ${percentilesSql('pct', 'lat', ['arm'], [0.5])}
   SELECT a.arm,
-         COALESCE(fb.feedback_sessions, 0)::int AS feedback_sessions, fb.score_mean::float8 AS score_mean, fb.useful_rate::float8 AS useful_rate,
-         COALESCE(req.requests, 0)::int AS requests, COALESCE(req.errors, 0)::int AS errors,
-         req.latency_p50_ms::float8 AS latency_p50_ms, req.cost_mean_usd::float8 AS cost_mean_usd
+         COALESCE(r.n, 0)::int AS feedback_sessions,
+         r.score_sum::float8 / 10 / NULLIF(r.n, 0)::float8 AS score_mean,
+         r.useful_sum::float8 / NULLIF(r.n, 0)::float8 AS useful_rate,
+         COALESCE(r.requests, 0)::int AS requests, COALESCE(r.errors, 0)::int AS errors,
+         pct.p50 AS latency_p50_ms,
+         (r.cost_sum / NULLIF(r.cost_n, 0))::float8 AS cost_mean_usd
   FROM (VALUES ('baseline'), ('candidate')) AS a (arm)
-  LEFT JOIN req ON req.arm = a.arm
-  LEFT JOIN fb ON fb.arm = a.arm`;
+  LEFT JOIN rollup_experiment_arms r ON r.experiment_id = $1::uuid AND r.arm = a.arm
+  LEFT JOIN pct ON pct.arm = a.arm`;
+
+/** What an arm with nothing taken in yet reads as: no samples, so the stop rule waits. */
+const EMPTY: ArmStats = { feedbackSessions: 0, scoreMean: null, usefulRate: null, requests: 0, errors: 0, latencyP50Ms: null, costMeanUsd: null };
 
 const numOrNull = (v: number | string | null): number | null => (v === null ? null : Number(v));
 
-/** The stop-rule job's reads of decision traces and feedback (tables of 0001_initial.sql). */
+/** The stop-rule job's reads: the experiment rollups (0006_rollups.sql), brought up to date first. */
 @Injectable()
 export class ExperimentStatsRepository {
+  private readonly rollups = new ExperimentRollups();
+
   constructor(private readonly sql: SqlStore) {}
 
+  /**
+   * The experiment's per-arm figures, with every trace and answer committed before the call taken
+   * in (the experiment's organisation and start are applied when its traces are taken in). While the
+   * rollups' first backfill is under way both arms read as empty: the stop rule waits.
+   */
   async armStats(e: Pick<ExperimentRecord, 'id' | 'orgId' | 'startedAt' | 'createdAt'>): Promise<ExperimentStats> {
-    const { rows } = await this.sql.query<ArmRow>(ARM_STATS, [e.id, e.orgId, (e.startedAt ?? e.createdAt).toISOString()]);
+    const rows = await this.sql.transaction(async (tx) => {
+      const view = await this.rollups.catchUp(tx);
+      return view.complete ? (await tx.query<ArmRow>(ARM_STATS, [e.id])).rows : null;
+    });
+    if (rows === null) return { baseline: { ...EMPTY }, candidate: { ...EMPTY } };
     const of = (arm: ExperimentArm): ArmStats => {
       const r = rows.find((x) => x.arm === arm);
       return {

@@ -8,7 +8,7 @@ import {
   maxTxid,
   readState,
   RollupState,
-  tryLock,
+  lock,
   writeState,
 } from './rollup-state';
 
@@ -300,8 +300,6 @@ export interface LearningRollupsView {
   windowStart: Date | null;
   /** False while a backfill is under way: the window's sums are still partial. */
   complete: boolean;
-  /** True when another transaction held the rollups' lock: what is read is the last committed beat. */
-  busy: boolean;
 }
 
 const DEFAULT_BACKFILL_BUDGET_MS = 1_000;
@@ -310,14 +308,11 @@ const DEFAULT_BACKFILL_BUDGET_MS = 1_000;
  * Brings the learning rollups up to date inside the caller's transaction: slides the window, takes
  * in the traces and answers written since the last beat, and continues a backfill under way. The
  * caller then reads rollup_window / rollup_sample_hours in the same transaction. One caller at a time
- * (transaction-scoped advisory lock); a caller that finds it held reads the last committed beat.
+ * (transaction-scoped advisory lock, waited for: rollup-state.ts `lock`).
  */
 export class LearningRollups {
   async catchUp(tx: SqlExecutor, w: LearningWindow): Promise<LearningRollupsView> {
-    if (!(await tryLock(tx, LOCK))) {
-      const { state } = await readState(tx, 'learning');
-      return { windowStart: state?.windowStart ?? null, complete: state !== null && state.backfillTxid === null, busy: true };
-    }
+    await lock(tx, LOCK);
     const { state: stored, xmin } = await readState(tx, 'learning');
     const { rows } = await tx.query<{ start: Date | string }>(WINDOW_START, [w.at?.toISOString() ?? null, w.windowSeconds]);
     const start = new Date(rows[0].start);
@@ -363,7 +358,7 @@ export class LearningRollups {
       );
     }
     await writeState(tx, 'learning', state);
-    return { windowStart: state.windowStart, complete: state.backfillTxid === null, busy: false };
+    return { windowStart: state.windowStart, complete: state.backfillTxid === null };
   }
 
   private async slide(tx: SqlExecutor, start: Date): Promise<void> {

@@ -72,10 +72,14 @@ export function maxTxid(a: string, b: string): string {
   return BigInt(a) >= BigInt(b) ? a : b;
 }
 
-/** `pg_try_advisory_xact_lock`: held until the transaction ends, never waited for. */
-export async function tryLock(tx: SqlExecutor, key: string): Promise<boolean> {
-  const { rows } = await tx.query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtext($1)) AS locked`, [key]);
-  return rows[0]?.locked === true;
+/**
+ * `pg_advisory_xact_lock`, held until the transaction ends. Waited for: a reader that comes while
+ * another brings the rollups up to date must see that beat's rows too, not the one before it (two
+ * replicas' stop rules reach the same verdict). A holder holds nothing else it waits on, and a beat
+ * is short (its backfill is bounded by a time budget), so the wait is too.
+ */
+export async function lock(tx: SqlExecutor, key: string): Promise<void> {
+  await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [key]);
 }
 
 /**
