@@ -4,6 +4,7 @@ import { ApiKeyGuard } from './common/auth/api-key.guard';
 import { CommonModule } from './common/common.module';
 import { GatewayExceptionFilter } from './common/errors/gateway-exception.filter';
 import { RequestContextMiddleware } from './common/http/request-context.middleware';
+import { AdminModule } from './admin/admin.module';
 import { ChatModule } from './chat/chat.module';
 import { EmbeddingsModule } from './embeddings/embeddings.module';
 import { ExperimentsModule } from './experiments/experiments.module';
@@ -45,6 +46,7 @@ export class AppModule implements NestModule {
         FeedbackModule,
         LearningModule,
         RoutingExplainModule,
+        AdminModule,
       ],
       providers: [
         // The API-key guard lives here, where TenancyModule provides its authenticator.

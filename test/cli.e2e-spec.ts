@@ -300,6 +300,21 @@ organizations:
     expect(row).toEqual({ permissions: ['read', 'write'], source: 'cli' });
   });
 
+  it('keys create --permissions with admin; create and revoke each leave one audit row (actor cli, no acting key)', async () => {
+    const r = await cli(['keys', 'create', '--org', 'acme', '--permissions', 'read,admin', '--id', 'cli-admin'], env);
+    expect(r.code).toBe(0);
+    const [row] = await query<{ permissions: string[] }>(`SELECT permissions FROM api_keys WHERE id = 'cli-admin'`);
+    expect(row.permissions).toEqual(['read', 'admin']);
+    expect((await cli(['keys', 'revoke', 'cli-admin'], env)).code).toBe(0);
+    const audit = await query<{ action: string; actor: string; actor_key_id: string | null; org_id: string }>(
+      `SELECT action, actor, actor_key_id, org_id FROM key_audit WHERE key_id = 'cli-admin' ORDER BY id`,
+    );
+    expect(audit).toEqual([
+      { action: 'created', actor: 'cli', actor_key_id: null, org_id: 'acme' },
+      { action: 'revoked', actor: 'cli', actor_key_id: null, org_id: 'acme' },
+    ]);
+  });
+
   it('keys create for an unknown organisation: exit 1, one line', async () => {
     const r = await cli(['keys', 'create', '--org', 'nope'], env);
     expect(r).toEqual({ code: 1, stdout: '', stderr: 'gateway: No organisation "nope".\n', ms: expect.any(Number) });
@@ -316,10 +331,10 @@ organizations:
 
   it('bad --permissions or a missing --org is a usage error: exit 2, nothing created', async () => {
     const before = await query<{ n: string }>('SELECT count(*)::text AS n FROM api_keys');
-    const bad = await cli(['keys', 'create', '--org', 'acme', '--permissions', 'admin'], env);
+    const bad = await cli(['keys', 'create', '--org', 'acme', '--permissions', 'superuser'], env);
     expect(bad.code).toBe(2);
     expect(bad.stdout).toBe('');
-    expect(bad.stderr).toContain('permissions are a comma list of read, write');
+    expect(bad.stderr).toContain('permissions are a comma list of read, write, admin');
     expect((await cli(['keys', 'create'], env)).code).toBe(2);
     expect((await cli(['keys', 'create', '--org', 'acme', '--permissions', ''], env)).code).toBe(2);
     expect(await query<{ n: string }>('SELECT count(*)::text AS n FROM api_keys')).toEqual(before);

@@ -220,7 +220,8 @@ describe('node dist/main.js on the embedded default', () => {
     const store = await PgliteSqlStore.create({ dataDir: join(dataDir, 'pglite') });
     try {
       const caller = await new TenancyRepository(store).findCallerByHash(hasher.hash(demoKey));
-      expect(caller).toMatchObject({ orgId: 'demo', keyId: 'demo-key', plan: 'pro', permissions: ['read', 'write'] });
+      // The demo key operates its organisation too (docs/api.md "Admin API").
+      expect(caller).toMatchObject({ orgId: 'demo', keyId: 'demo-key', plan: 'pro', permissions: ['read', 'write', 'admin'] });
       const rowsText = await store.query<{ t: string }>('SELECT row_to_json(k)::text AS t FROM api_keys k');
       for (const r of rowsText.rows) expect(r.t).not.toContain(demoKey.slice(3));
     } finally {

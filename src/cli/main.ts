@@ -77,7 +77,7 @@ export function buildCli(out: (s: string) => void = (s) => process.stdout.write(
     .command('create')
     .description('issue an API key for an organisation; the key is printed once')
     .requiredOption('--org <org>', 'organisation id')
-    .option('--permissions <list>', 'comma list of read,write', permissionsArg, ['read', 'write'] as Permission[])
+    .option('--permissions <list>', 'comma list of read,write,admin (admin: the /v1/admin API)', permissionsArg, ['read', 'write'] as Permission[])
     .option('--id <id>', 'key id (default: generated)')
     .action(async (opts: { org: string; permissions: Permission[]; id?: string }) =>
       withContext(async ({ tenancy, config }) => {

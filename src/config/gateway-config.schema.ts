@@ -8,7 +8,8 @@ export type ProviderFamily = (typeof PROVIDER_FAMILIES)[number];
 
 export const FEATURES = ['has_test_ab', 'feedback_routing', 'explain'] as const;
 export type Feature = (typeof FEATURES)[number];
-export const PERMISSIONS = ['read', 'write'] as const;
+/** `admin`: the operators' API under /v1/admin (docs/api.md "Admin API"); never granted by default. */
+export const PERMISSIONS = ['read', 'write', 'admin'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 export const PLANS = ['free', 'pro'] as const;
 export type Plan = (typeof PLANS)[number];

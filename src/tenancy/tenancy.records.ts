@@ -1,6 +1,7 @@
 import type { Feature, KillSwitch, Permission, Plan } from '../config/gateway-config.schema';
 
-export type Source = 'config' | 'cli' | 'demo';
+/** Who made the row: gateway.yaml, the CLI, the demo seeding, or the Admin API. */
+export type Source = 'config' | 'cli' | 'demo' | 'api';
 
 export interface OrgRecord {
   id: string;
@@ -23,4 +24,37 @@ export interface ApiKeyRecord {
 
 export interface OrgSummary extends OrgRecord {
   activeKeys: number;
+}
+
+/**
+ * What may be shown of a key (docs/api.md "Admin API", keys): never the key or its hash. `limits` is
+ * the key's own limits, null while only the gateway-wide ones exist.
+ */
+export interface ApiKeyView {
+  id: string;
+  orgId: string;
+  keyPrefix: string;
+  permissions: Permission[];
+  source: Source;
+  createdAt: Date;
+  revokedAt: Date | null;
+  lastUsedAt: Date | null;
+  limits: Record<string, unknown> | null;
+  /** The row's position in the newest-first list (created_at to the microsecond, UTC): for paging. */
+  position: string;
+}
+
+/** Who changed a key: `api` names the acting key; the CLI, config seeding and the system do not. */
+export type KeyActor = { actor: 'api'; keyId: string } | { actor: 'cli' | 'config' | 'system' };
+
+/** One row of `key_audit`. */
+export interface KeyAuditRecord {
+  id: string;
+  orgId: string;
+  keyId: string;
+  action: string;
+  actor: KeyActor['actor'];
+  actorKeyId: string | null;
+  detail: Record<string, unknown> | null;
+  createdAt: Date;
 }

@@ -1,4 +1,4 @@
-import { Injectable, Optional } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { ApiKeyAuthenticator } from '../common/auth/api-key-authenticator';
 import { GatewayError } from '../common/errors/gateway-error';
@@ -15,7 +15,8 @@ import { CacheStore } from '../stores/cache/cache-store';
 import { ApiKeyHasher, generateApiKey, keyPrefix } from './api-key-hasher';
 import { KeyCache } from './key-cache';
 import { TenancyRepository } from './tenancy.repository';
-import type { OrgSummary } from './tenancy.records';
+import type { ApiKeyView, KeyActor, KeyAuditRecord, OrgSummary } from './tenancy.records';
+import { KeyUsageRecorder } from './key-usage.recorder';
 
 /** How long each layer of the key cache holds a record (tests shorten them). */
 export class TenancyOptions {
@@ -60,6 +61,8 @@ export class TenancyService extends ApiKeyAuthenticator {
   private readonly lastKnown = new Map<string, Caller>();
   private readonly degraded: ThrottledWarning;
   private readonly servedLastKnown: Counter<'from'>;
+  /** Optional: tools that build the service by hand record no "last used". */
+  @Optional() @Inject(KeyUsageRecorder) private readonly usage?: KeyUsageRecorder;
 
   constructor(
     private readonly repo: TenancyRepository,
@@ -112,12 +115,16 @@ export class TenancyService extends ApiKeyAuthenticator {
           keyIds.push(key.id);
         }
       }
-      return this.repo.revokeConfigKeysExcept(keyIds, tx);
+      const gone = await this.repo.revokeConfigKeysExcept(keyIds, tx);
+      for (const r of gone) {
+        await this.repo.insertAudit({ orgId: r.orgId, keyId: r.id, action: 'revoked', by: { actor: 'config' }, detail: { reason: 'not in gateway.yaml' } }, tx);
+      }
+      return gone;
     });
     // Cached callers carry the organisation's plan, features, limits and kill switches: evict every
     // key of a configured organisation, so a changed gateway.yaml applies at once after a restart
     // (other replicas' in-process caches expire within seconds).
-    await this.evict(revoked, true);
+    await this.evict(revoked.map((r) => r.hash), true);
     await this.evict(await this.repo.activeKeyHashesOf(Object.keys(config.organizations)), false);
 
     if (!opts.demo || Object.keys(config.organizations).length > 0) return {};
@@ -131,11 +138,19 @@ export class TenancyService extends ApiKeyAuthenticator {
       killSwitches: [],
       source: 'demo',
     });
-    const { key } = await this.createKey(DEMO_ORG_ID, ['read', 'write'], 'demo-key', 'demo');
+    // The demo key operates its organisation too (README "Admin API"), so a fresh start can open the console.
+    const { key } = await this.createKey(DEMO_ORG_ID, ['read', 'write', 'admin'], 'demo-key', 'demo');
     return { demoKey: key };
   }
 
   async authenticate(plainKey: string): Promise<Caller | null> {
+    const caller = await this.lookup(plainKey);
+    // "Last used" is noted in memory and written in batches: no store write per request.
+    if (caller) this.usage?.touch(caller.keyId);
+    return caller;
+  }
+
+  private async lookup(plainKey: string): Promise<Caller | null> {
     const hash = this.hasher.hash(plainKey);
     const cached = this.local.get(hash);
     if (cached !== undefined) return cached;
@@ -205,21 +220,81 @@ export class TenancyService extends ApiKeyAuthenticator {
     }
   }
 
-  /** Issues a key; the plain key is returned once and only its hash is stored. */
-  async createKey(orgId: string, permissions: Permission[], id?: string, source: 'cli' | 'demo' = 'cli'): Promise<{ id: string; key: string }> {
+  /**
+   * Issues a key; the plain key is returned once and only its hash is stored. The key and its
+   * `created` audit row are written in one transaction (docs/architecture.md "Audit events in the
+   * same transaction"). `by`: the CLI unless said otherwise (the demo key: the system).
+   */
+  async createKey(
+    orgId: string,
+    permissions: Permission[],
+    id?: string,
+    source: 'cli' | 'demo' | 'api' = 'cli',
+    by: KeyActor = { actor: source === 'demo' ? 'system' : 'cli' },
+  ): Promise<{ id: string; key: string; view: ApiKeyView }> {
     if (!(await this.repo.findOrg(orgId))) throw new GatewayError('not_found', `No organisation "${orgId}".`);
     const key = generateApiKey();
     const keyId = id ?? `key-${keyPrefix(key).slice(3)}${Date.now().toString(36)}`;
-    await this.repo.insertKey({ id: keyId, orgId, keyHash: this.hasher.hash(key), keyPrefix: keyPrefix(key), permissions, source });
-    return { id: keyId, key };
+    const view = await this.repo.transaction(async (tx) => {
+      const inserted = await this.repo.insertKey({ id: keyId, orgId, keyHash: this.hasher.hash(key), keyPrefix: keyPrefix(key), permissions, source }, tx);
+      await this.repo.insertAudit({ orgId, keyId, action: 'created', by, detail: { permissions, source } }, tx);
+      return inserted;
+    });
+    return { id: keyId, key, view };
   }
 
-  /** Revokes a key and evicts it from the shared cache; other replicas' local caches expire within seconds. */
-  async revokeKey(id: string): Promise<boolean> {
-    const hash = await this.repo.revokeKey(id);
-    if (!hash) return false;
-    await this.evict([hash], true);
+  /**
+   * Revokes a key (the CLI: any organisation's) with its audit row in the same transaction, then
+   * evicts it from the shared cache and leaves a tombstone; other replicas' local caches expire
+   * within seconds.
+   */
+  async revokeKey(id: string, by: KeyActor = { actor: 'cli' }): Promise<boolean> {
+    const revoked = await this.repo.transaction(async (tx) => {
+      const r = await this.repo.revokeKey(id, tx);
+      if (r) await this.repo.insertAudit({ orgId: r.orgId, keyId: r.id, action: 'revoked', by, detail: null }, tx);
+      return r;
+    });
+    if (!revoked) return false;
+    await this.evict([revoked.hash], true);
     return true;
+  }
+
+  /**
+   * The Admin API's revoke, scoped to the caller's organisation: null when it has no key of that id
+   * (another organisation's key is missing here too). A key from gateway.yaml is the file's to
+   * change (409 `config_managed_key`: the next start would restore it). Revoking a revoked key
+   * changes nothing and writes no audit row. Same eviction and tombstone as `revokeKey`.
+   */
+  async revokeOrgKey(orgId: string, id: string, by: KeyActor): Promise<ApiKeyView | null> {
+    const outcome = await this.repo.transaction(async (tx) => {
+      const found = await this.repo.lockKeyInOrg(orgId, id, tx);
+      if (!found) return null;
+      if (found.source === 'config') throw new GatewayError('config_managed_key');
+      if (found.revokedAt !== null) return { key: found, hash: null };
+      const r = await this.repo.revokeKeyInOrg(orgId, id, tx);
+      // The row is locked since the read above, so nothing else can have revoked it.
+      if (!r) throw new Error(`key ${id} revoked while locked`);
+      await this.repo.insertAudit({ orgId, keyId: id, action: 'revoked', by, detail: null }, tx);
+      return r;
+    });
+    if (!outcome) return null;
+    if (outcome.hash !== null) await this.evict([outcome.hash], true);
+    return outcome.key;
+  }
+
+  /** One page of the organisation's keys, newest first (never a key or its hash). */
+  pageKeys(orgId: string, after: { position: string; id: string } | null, revoked: boolean | null, limit: number): Promise<ApiKeyView[]> {
+    return this.repo.pageKeys(orgId, after, revoked, limit);
+  }
+
+  /** The organisation's key; null when it has none of that id. */
+  findKey(orgId: string, id: string): Promise<ApiKeyView | null> {
+    return this.repo.findKeyInOrg(orgId, id);
+  }
+
+  /** One page of a key's audit rows, oldest first. */
+  pageKeyAudit(orgId: string, keyId: string, afterId: string, limit: number): Promise<KeyAuditRecord[]> {
+    return this.repo.pageAudit(orgId, keyId, afterId, limit);
   }
 
   listOrgs(): Promise<OrgSummary[]> {

@@ -25,3 +25,13 @@ export function ExplainEndpoint(): MethodDecorator & ClassDecorator {
     UseGuards(PermissionGuard, FeatureGuard),
   );
 }
+
+/**
+ * The operators' API (docs/api.md "Admin API"): 401 (global guard) → 403 `admin_permission`; no plan
+ * or feature flag, since operating the gateway is not a plan feature. Query and body checks (400)
+ * run after the guard, in the route. A method decorator only: the permission guard reads the
+ * handler's metadata, so a class-level use would check nothing.
+ */
+export function AdminEndpoint(): MethodDecorator {
+  return applyDecorators(RequirePermission('admin'), UseGuards(PermissionGuard));
+}
