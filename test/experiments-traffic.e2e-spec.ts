@@ -18,6 +18,7 @@ import { SqlStore } from '../src/stores/sql/sql-store';
 import { DecisionTraceWriter, type DecisionTrace } from '../src/traces/decision-trace.writer';
 import { newTraceId } from '../src/traces/trace-id';
 import { KILLED_KEY, PRO_KEY, startTestApp, TestApp } from './support/app';
+import { readReply } from './support/http-check';
 import { createTestDatabase, TestDatabase } from './support/postgres';
 import { describeWithPostgres, describeWithRedis, TEST_REDIS_URL } from './support/real-servers';
 
@@ -92,15 +93,8 @@ async function http(base: string, method: string, path: string, body?: unknown, 
   if (body !== undefined) h['content-type'] = 'application/json';
   const started = performance.now();
   const res = await fetch(base + path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  const ms = performance.now() - started;
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, json, headers: res.headers, ms };
+  const { status, json, headers: replyHeaders } = await readReply(res);
+  return { status, json, headers: replyHeaders, ms: performance.now() - started };
 }
 
 async function createExperiment(base: string, body: Record<string, unknown>): Promise<string> {

@@ -10,6 +10,7 @@ import { CacheStore } from '../src/stores/cache/cache-store';
 import { SqlStore, type SqlExecutor } from '../src/stores/sql/sql-store';
 import { ExperimentsService } from '../src/experiments/experiments.service';
 import { FREE_KEY, KILLED_KEY, NO_FEATURES_KEY, PRO_KEY, READ_ONLY_KEY, startTestApp, TestApp, WRITE_ONLY_KEY } from './support/app';
+import { readReply, type Reply } from './support/http-check';
 import { createTestDatabase, TestDatabase } from './support/postgres';
 import { describeWithPostgres, TEST_DATABASE_URL } from './support/real-servers';
 
@@ -69,12 +70,6 @@ organizations:
 `;
 }
 
-interface Reply {
-  status: number;
-  text: string;
-  json: any;
-  headers: Headers;
-}
 interface Call {
   key?: string | null;
   confirm?: string | null;
@@ -88,14 +83,7 @@ async function call(base: string, method: string, path: string, c: Call = {}): P
   if (c.confirm !== null && method === 'POST') headers['x-gateway-confirm'] = c.confirm ?? 'experiments';
   if (c.body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(base + path, { method, headers, body: c.body });
-  const text = await res.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, text, json, headers: res.headers };
+  return readReply(res);
 }
 
 const code = (r: Reply) => r.json?.error?.code;

@@ -7,6 +7,7 @@ import { CacheStore } from '../src/stores/cache/cache-store';
 import { VectorStore } from '../src/stores/vector/vector-store';
 import { PRO_KEY, READ_ONLY_KEY, startTestApp, TestApp } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/postgres';
+import { readReply } from './support/http-check';
 import { ProbeController } from './support/probe.controller';
 import { silentServer } from './support/kit';
 import { describeWithPostgres, describeWithRedis, TEST_REDIS_URL } from './support/real-servers';
@@ -46,14 +47,8 @@ interface Reply {
 async function get(url: string, headers: Record<string, string> = {}): Promise<Reply> {
   const started = performance.now();
   const res = await fetch(url, { headers, signal: AbortSignal.timeout(10_000) });
-  const text = await res.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, text, json, ms: performance.now() - started };
+  const { status, text, json } = await readReply(res);
+  return { status, text, json, ms: performance.now() - started };
 }
 
 /** Polls `fn` until it stops throwing, or rethrows after `ms`. */

@@ -8,6 +8,7 @@ import { SqlStore } from '../src/stores/sql/sql-store';
 import { DecisionTraceWriter } from '../src/traces/decision-trace.writer';
 import { OpenAiFake } from './fakes/openai-fake';
 import { FREE_KEY, NO_FEATURES_KEY, PRO_KEY, READ_ONLY_KEY, startTestApp, TestApp } from './support/app';
+import { readReply, type Reply } from './support/http-check';
 import { closedPort } from './support/kit';
 import { describeWithRedis, TEST_REDIS_URL } from './support/real-servers';
 
@@ -61,12 +62,6 @@ organizations:
   nofr: { plan: pro, features: [has_test_ab, explain], api_keys: [ { id: nofr-rw, key: "gw-nofr" } ] }
 `;
 
-interface Reply {
-  status: number;
-  text: string;
-  json: any;
-  headers: Headers;
-}
 
 async function post(base: string, opts: { key?: string | null; body?: unknown; raw?: string; headers?: Record<string, string>; path?: string } = {}): Promise<Reply> {
   const headers: Record<string, string> = { 'content-type': 'application/json', ...(opts.headers ?? {}) };
@@ -76,14 +71,7 @@ async function post(base: string, opts: { key?: string | null; body?: unknown; r
     headers,
     body: opts.raw ?? JSON.stringify(opts.body ?? { request: chat('auto') }),
   });
-  const text = await res.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, text, json, headers: res.headers };
+  return readReply(res);
 }
 
 function chat(model: string, content = 'route me', extra: Record<string, unknown> = {}) {

@@ -5,6 +5,7 @@ import {
   FREE_KEY, KILLED_KEY, NO_FEATURES_KEY, PRO_KEY, READ_ONLY_KEY, startTestApp, TestApp, WRITE_ONLY_KEY,
 } from './support/app';
 import { ProbeController } from './support/probe.controller';
+import { readReply } from './support/http-check';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -23,14 +24,7 @@ async function call(path: string, c: Call = {}) {
   if (c.key !== null) headers.authorization ??= `Bearer ${c.key ?? PRO_KEY}`;
   if (c.body !== undefined) headers['content-type'] ??= 'application/json';
   const res = await fetch(t.url + path, { method: c.method ?? (c.body !== undefined ? 'POST' : 'GET'), headers, body: c.body });
-  const text = await res.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, text, json, headers: res.headers };
+  return readReply(res);
 }
 const confirm = { 'x-gateway-confirm': 'experiments' };
 const code = (r: { json: any }) => r.json?.error?.code;

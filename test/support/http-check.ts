@@ -21,12 +21,8 @@ export interface RequestSpec {
 
 export type Endpoint = 'chat' | 'responses' | 'embeddings' | 'explain' | 'feedback' | 'experiments-list' | 'experiments-create' | 'experiments-rollback' | 'health' | 'metrics';
 
-export async function send(base: string, r: RequestSpec): Promise<Reply> {
-  const res = await fetch(base + r.path, {
-    method: r.method,
-    headers: r.headers,
-    body: r.method === 'GET' ? undefined : (r.raw ?? (r.body === undefined ? undefined : JSON.stringify(r.body))),
-  });
+/** A response read whole: its status, text, the JSON it parses to (undefined when it is not JSON), and headers. */
+export async function readReply(res: Response): Promise<Reply> {
   const text = await res.text();
   let json: any;
   try {
@@ -35,6 +31,15 @@ export async function send(base: string, r: RequestSpec): Promise<Reply> {
     json = undefined;
   }
   return { status: res.status, text, json, headers: res.headers };
+}
+
+export async function send(base: string, r: RequestSpec): Promise<Reply> {
+  const res = await fetch(base + r.path, {
+    method: r.method,
+    headers: r.headers,
+    body: r.method === 'GET' ? undefined : (r.raw ?? (r.body === undefined ? undefined : JSON.stringify(r.body))),
+  });
+  return readReply(res);
 }
 
 const isObj = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
