@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { CircuitBreakerOptions, CircuitBreakerService } from '../src/providers/circuit-breaker/circuit-breaker.service';
+import { CircuitBreakerOptions, CircuitBreakerService } from '../src/resilience/circuit-breaker/circuit-breaker.service';
 import { CacheStore } from '../src/stores/cache/cache-store';
 import { OpenAiFake } from './fakes/openai-fake';
 import { startTestApp, TestApp } from './support/app';

@@ -2,6 +2,7 @@ import pino from 'pino';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { TargetRef } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import type { ChatResult, ProviderAdapter, UpstreamTarget } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
 import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService } from '../routing/dispatcher.service';
@@ -73,7 +74,7 @@ function setup(options: ExperimentShadowOptions = {}) {
   const dispatcher = new FakeDispatcher();
   const traces = new FakeTraces();
   const metrics = new MetricsService();
-  const runner = new ExperimentShadowRunner(dispatcher as unknown as DispatcherService, traces as unknown as DecisionTraceWriter, metrics, { pino: pino({ level: 'silent' }) }, options);
+  const runner = new ExperimentShadowRunner(dispatcher as unknown as DispatcherService, traces as unknown as DecisionTraceWriter, metrics, new StoreFallback(metrics, { pino: pino({ level: 'silent' }) }), options);
   const counted = async (outcome: string) => {
     const m = (await metrics.registry.getSingleMetric('gateway_experiment_shadow_copies_total')!.get()).values.find((v) => v.labels.outcome === outcome);
     return m?.value ?? 0;

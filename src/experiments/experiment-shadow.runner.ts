@@ -1,10 +1,9 @@
 import { BeforeApplicationShutdown, Injectable, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import type { Caller } from '../common/http/request-context';
-import { AppLogger } from '../common/logging/logger';
-import { ThrottledWarning } from '../common/logging/throttled-warning';
 import type { TargetRef } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import type { ChatRequest, ChatResult } from '../providers/provider-adapter';
 import { CapabilityCheck, ClientGoneError, Dispatched, DispatcherService, failureOutcome } from '../routing/dispatcher.service';
 import { DecisionTraceWriter } from '../traces/decision-trace.writer';
@@ -55,7 +54,6 @@ class ShadowShutdown extends Error {}
 @Injectable()
 export class ExperimentShadowRunner implements BeforeApplicationShutdown {
   private readonly o: typeof DEFAULTS;
-  private readonly warning: ThrottledWarning;
   private readonly outcomes: Counter<'outcome'>;
   private readonly running = new Map<Promise<void>, AbortController>();
   private closed = false;
@@ -64,11 +62,10 @@ export class ExperimentShadowRunner implements BeforeApplicationShutdown {
     private readonly dispatcher: DispatcherService,
     private readonly traces: DecisionTraceWriter,
     metrics: MetricsService,
-    logger: AppLogger,
+    private readonly fallback: StoreFallback,
     @Optional() options?: ExperimentShadowOptions,
   ) {
     this.o = { ...DEFAULTS, ...stripUndefined(options) };
-    this.warning = new ThrottledWarning(logger.pino);
     this.outcomes = new Counter({
       name: 'gateway_experiment_shadow_copies_total',
       help: 'Shadow copies to experiment candidates by outcome (ok, error, timeout, dropped = over the in-flight cap, aborted = shutdown)',
@@ -91,7 +88,7 @@ export class ExperimentShadowRunner implements BeforeApplicationShutdown {
       }
       const abort = new AbortController();
       const p: Promise<void> = this.copy(shadow.experimentId, shadow.target, call, abort)
-        .catch((err: unknown) => this.warning.warn('experiments:shadow', err))
+        .catch((err: unknown) => this.fallback.warn('experiments:shadow', err))
         .finally(() => this.running.delete(p));
       this.running.set(p, abort);
       return true;

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { LimitsModule } from '../limits/limits.module';
 import { RegressionsModule } from '../routing/regressions/regressions.module';
 import { RegressionsService } from '../routing/regressions/regressions.service';
 import { RoutingModule } from '../routing/routing.module';
@@ -18,7 +19,7 @@ import { ExperimentsService } from './experiments.service';
  * router for ChatService and the service for whoever needs the active experiments.
  */
 @Module({
-  imports: [RoutingModule, RegressionsModule, TracesModule],
+  imports: [RoutingModule, RegressionsModule, TracesModule, LimitsModule],
   controllers: [ExperimentsController],
   providers: [
     ExperimentsService,

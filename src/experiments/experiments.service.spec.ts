@@ -5,7 +5,11 @@ import type { Caller } from '../common/http/request-context';
 import { AppConfig } from '../config/app-config';
 import { loadEnv } from '../config/env';
 import { loadGatewayConfig } from '../config/gateway-config';
+import { UnusedSql } from '../../test/support/kit';
+import { LimitsService } from '../limits/limits.service';
+import { MonthlyUsageRepository } from '../limits/monthly-usage.repository';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { CacheStore } from '../stores/cache/cache-store';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
 import type { SqlExecutor } from '../stores/sql/sql-store';
@@ -155,17 +159,22 @@ function setup(opts: { cache?: CacheStore; yaml?: string; activeCacheTtlMs?: num
   const cache = opts.cache ?? new MemoryCacheStore({ now });
   const config = new AppConfig(loadEnv({ GATEWAY_DATA_DIR: '/tmp/unused' }), loadGatewayConfig(opts.yaml ?? YAML, {}));
   const regressions = new RecordingRegressionSink();
-  /** Another service over the same stores: a second replica. */
-  const replica = () =>
-    new ExperimentsService(
+  /** Another service over the same stores: a second replica (with its own limits service, as every replica has). */
+  const replica = () => {
+    const metrics = new MetricsService();
+    const logger = { pino: pino({ level: 'silent' }) };
+    const fallback = new StoreFallback(metrics, logger);
+    const limits = new LimitsService(cache, new MonthlyUsageRepository(new UnusedSql()), metrics, logger, fallback, config, { now });
+    return new ExperimentsService(
       repo as unknown as ExperimentsRepository,
       cache,
       config,
-      new MetricsService(),
-      { pino: pino({ level: 'silent' }) },
+      limits,
+      fallback,
       { now, activeCacheTtlMs: opts.activeCacheTtlMs },
       regressions,
     );
+  };
   return { service: replica(), replica, repo, regressions, advance: (ms: number) => (clock += ms) };
 }
 

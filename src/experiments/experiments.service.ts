@@ -3,13 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { assertUnreachable } from '../common/errors/error-catalogue';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
-import { AppLogger } from '../common/logging/logger';
-import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { AppConfig } from '../config/app-config';
 import type { TargetRef } from '../config/gateway-config';
-import { MetricsService } from '../metrics/metrics.service';
-import { CacheStore, type WindowDecision } from '../stores/cache/cache-store';
-import type { SqlExecutor } from '../stores/sql/sql-store';
+import { LimitsService } from '../limits/limits.service';
+import { StoreFallback } from '../resilience/store-fallback';
+import { CacheStore } from '../stores/cache/cache-store';
 import type { CreateExperimentDto, TargetDto } from './dto/create-experiment.dto';
 import { ExperimentRegressionSink } from './experiment-regression.sink';
 import { DEFAULT_STOP_RULE, type ExperimentRecord, type NewExperiment } from './experiment.record';
@@ -26,15 +24,12 @@ export class ExperimentsOptions {
 /** Aggregate quality and cost of an ended experiment (contract: fields not shown; the stop-rule job fills it). */
 export type ExperimentSummary = Record<string, unknown>;
 
-const CREATE_WINDOW_MS = 3_600_000;
 const ACTIVE_CACHE_MAX_ORGS = 10_000;
 const DEFAULT_ACTIVE_CACHE_TTL_MS = 1_000;
 /** Byte-identical for a missing, malformed or foreign id (contract, rollback 404). */
 const NOT_FOUND_MESSAGE = 'No experiment with this id in the organisation.';
 const STORE_DOWN_MESSAGE = 'The experiments store is unavailable.';
 
-/** The create budget's sliding window; the hash tag keeps the key on the organisation's slot. */
-const createsKey = (orgId: string): string => `exp:{org:${orgId}}:creates`;
 /**
  * The organisation's experiments version: a fresh random token written after every state change of
  * one of its experiments, by whichever replica made it. Replicas compare it with the token they read
@@ -53,17 +48,16 @@ export const ROLLBACK_REGRESSION_REASON = 'experiment_rolled_back';
  * transaction as the state change they record. Every analytics-store failure is 503
  * `internal` and, the transaction being rolled back, changes nothing (docs/architecture.md "Degrade, never hang").
  *
- * Create budget (`limits.experiment_creates_per_hour`, default 20 per organisation): a sliding
- * window in the cache store, spent by every create that passed validation (so 409s count). When the
- * cache store fails, the budget is decided in the analytics store instead: inside the create's own
- * transaction, under a per-organisation advisory lock, the experiments created in the last hour are
- * counted. That is shared by every replica and never unlimited; it counts created experiments only.
+ * Create budget (`limits.experiment_creates_per_hour`, default 20 per organisation): LimitsService
+ * decides it and answers its 429, spent by every create that passed validation (so 409s count). When
+ * the cache store fails, the budget is decided in the analytics store instead: inside the create's
+ * own transaction, under a per-organisation advisory lock, the experiments created in the last hour
+ * are counted. That is shared by every replica and never unlimited; it counts created experiments only.
  */
 @Injectable()
 export class ExperimentsService {
   private readonly now: () => number;
   private readonly activeTtlMs: number;
-  private readonly warning: ThrottledWarning;
   /** `version`: the shared token read before the list was; undefined when the cache store could not be read. */
   private readonly active = new Map<string, { at: number; list: readonly ExperimentRecord[]; version: string | null | undefined }>();
 
@@ -71,14 +65,13 @@ export class ExperimentsService {
     private readonly repo: ExperimentsRepository,
     private readonly cache: CacheStore,
     private readonly config: AppConfig,
-    private readonly metrics: MetricsService,
-    logger: AppLogger,
+    private readonly limits: LimitsService,
+    private readonly fallback: StoreFallback,
     @Optional() options?: ExperimentsOptions,
     @Optional() private readonly regressions?: ExperimentRegressionSink,
   ) {
     this.now = options?.now ?? Date.now;
     this.activeTtlMs = options?.activeCacheTtlMs ?? DEFAULT_ACTIVE_CACHE_TTL_MS;
-    this.warning = new ThrottledWarning(logger.pino);
   }
 
   /** The caller's organisation's experiments, newest first. */
@@ -93,10 +86,10 @@ export class ExperimentsService {
    */
   async create(caller: Caller, dto: CreateExperimentDto): Promise<ExperimentRecord> {
     const input = this.validate(caller, dto);
-    const budgetShared = await this.spendCreateBudget(caller.orgId);
+    const budgetShared = await this.limits.spendExperimentCreate(caller.orgId);
     const record = await this.analytics(() =>
       this.repo.transaction(async (tx) => {
-        if (!budgetShared) await this.checkCreateBudgetInStore(caller.orgId, tx);
+        if (!budgetShared) await this.limits.checkExperimentCreatesCounted((windowMs) => this.repo.lockAndCountCreates(caller.orgId, windowMs, tx));
         const created = await this.repo.insertActive(input, tx);
         if (!created) throw new GatewayError('active_already_exists');
         const stopRule = { min_n: input.stopRule.minN, max_regression: input.stopRule.maxRegression };
@@ -205,8 +198,7 @@ export class ExperimentsService {
       setBounded(this.active, orgId, { at: this.now(), list, version }, ACTIVE_CACHE_MAX_ORGS);
       return list;
     } catch (err) {
-      this.metrics.storeErrors.inc({ store: 'analytics' });
-      this.warning.warn('analytics-store:experiments-active', err, { fallback: hit ? 'last known active experiments' : 'no experiment applies' });
+      this.fallback.failed('analytics', 'analytics-store:experiments-active', err, { fallback: hit ? 'last known active experiments' : 'no experiment applies' });
       return hit?.list ?? [];
     }
   }
@@ -278,41 +270,13 @@ export class ExperimentsService {
     return { provider: t.provider, model: t.model };
   }
 
-  /** Spends one create from the cache store's window; false when the cache store is unavailable (decided in the analytics store then). */
-  private async spendCreateBudget(orgId: string): Promise<boolean> {
-    const limit = this.config.gateway.limits.experiment_creates_per_hour;
-    let decision: WindowDecision;
-    try {
-      decision = await this.cache.hitWindows([{ key: createsKey(orgId), limit, windowMs: CREATE_WINDOW_MS }]);
-    } catch (err) {
-      this.metrics.storeErrors.inc({ store: 'cache' });
-      this.warning.warn('cache-store:experiment-budget', err, { fallback: 'create budget counted in the analytics store' });
-      return false;
-    }
-    if (!decision.allowed) throw this.overBudget(limit, decision.retryAfterMs);
-    return true;
-  }
-
-  private async checkCreateBudgetInStore(orgId: string, tx: SqlExecutor): Promise<void> {
-    const limit = this.config.gateway.limits.experiment_creates_per_hour;
-    const { count, retryAfterMs } = await this.repo.lockAndCountCreates(orgId, CREATE_WINDOW_MS, tx);
-    if (count >= limit) throw this.overBudget(limit, retryAfterMs);
-  }
-
-  private overBudget(limit: number, retryAfterMs: number): GatewayError {
-    return new GatewayError('rate_limited', `Experiment create budget exceeded: ${limit} per organisation per hour.`, {
-      headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) },
-    });
-  }
-
   /** Runs analytics-store work; a store failure becomes 503 `internal`. The gateway's own errors pass through. */
   private async analytics<T>(work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } catch (err) {
       if (err instanceof GatewayError) throw err;
-      this.metrics.storeErrors.inc({ store: 'analytics' });
-      this.warning.warn('analytics-store:experiments', err);
+      this.fallback.failed('analytics', 'analytics-store:experiments', err);
       throw new GatewayError('internal', STORE_DOWN_MESSAGE, { status: 503, cause: err });
     }
   }
@@ -322,8 +286,7 @@ export class ExperimentsService {
     try {
       return await this.cache.get(versionKey(orgId));
     } catch (err) {
-      this.metrics.storeErrors.inc({ store: 'cache' });
-      this.warning.warn('cache-store:experiments-version', err, { fallback: `other replicas' changes seen within ${this.activeTtlMs} ms` });
+      this.fallback.failed('cache', 'cache-store:experiments-version', err, { fallback: `other replicas' changes seen within ${this.activeTtlMs} ms` });
       return undefined;
     }
   }
@@ -337,8 +300,7 @@ export class ExperimentsService {
     try {
       await this.cache.set(versionKey(orgId), randomUUID(), VERSION_TTL_MS);
     } catch (err) {
-      this.metrics.storeErrors.inc({ store: 'cache' });
-      this.warning.warn('cache-store:experiments-version', err, { fallback: `other replicas see the change within ${this.activeTtlMs} ms` });
+      this.fallback.failed('cache', 'cache-store:experiments-version', err, { fallback: `other replicas see the change within ${this.activeTtlMs} ms` });
     }
   }
 
@@ -357,8 +319,7 @@ export class ExperimentsService {
         ...detail,
       });
     } catch (err) {
-      this.metrics.storeErrors.inc({ store: 'analytics' });
-      this.warning.warn('analytics-store:experiment-regression', err, { experiment_id: e.id, effect: 'regression not recorded' });
+      this.fallback.failed('analytics', 'analytics-store:experiment-regression', err, { experiment_id: e.id, effect: 'regression not recorded' });
     }
   }
 }

@@ -4,10 +4,10 @@ import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
 import { Periodic } from '../common/lifecycle/periodic';
 import { AppLogger } from '../common/logging/logger';
-import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { stripUndefined } from '../common/options';
 import { LimitsService } from '../limits/limits.service';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { SubmitFeedbackDto } from './dto/submit-feedback.dto';
 import { FeedbackRepository, HeldFeedback } from './feedback.repository';
 
@@ -41,7 +41,6 @@ const heldKey = (orgId: string, sessionId: string) => `${orgId}\u0000${sessionId
 export class FeedbackService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly o: typeof DEFAULTS;
   private readonly now: () => number;
-  private readonly warning: ThrottledWarning;
   private readonly log: AppLogger['pino'];
   private held = new Map<string, HeldFeedback>();
   private readonly retry = new Periodic(() => this.writeHeld());
@@ -51,14 +50,14 @@ export class FeedbackService implements OnApplicationBootstrap, BeforeApplicatio
   constructor(
     private readonly feedback: FeedbackRepository,
     private readonly limits: LimitsService,
-    private readonly metrics: MetricsService,
+    metrics: MetricsService,
     logger: AppLogger,
+    private readonly fallback: StoreFallback,
     @Optional() options?: FeedbackOptions,
   ) {
     const given = stripUndefined(options);
     this.o = { ...DEFAULTS, ...given } as typeof DEFAULTS;
     this.now = given.now ?? Date.now;
-    this.warning = new ThrottledWarning(logger.pino);
     this.log = logger.pino;
     this.heldGauge = new Gauge({ name: 'gateway_feedback_held', help: 'Feedback answers held while the analytics store cannot take them', registers: [metrics.registry] });
     this.heldWritten = new Counter({ name: 'gateway_feedback_held_written_total', help: 'Held feedback answers written once the analytics store answered', registers: [metrics.registry] });
@@ -78,8 +77,7 @@ export class FeedbackService implements OnApplicationBootstrap, BeforeApplicatio
         await this.feedback.upsert(answer);
         return {};
       } catch (err) {
-        this.metrics.storeErrors.inc({ store: 'analytics' });
-        this.warning.warn('analytics-store:feedback', err, { fallback: 'answers held in process until the store answers' });
+        this.fallback.failed('analytics', 'analytics-store:feedback', err, { fallback: 'answers held in process until the store answers' });
       }
     }
     if (this.held.size >= this.o.maxHeld && !this.held.has(key)) {
@@ -103,8 +101,7 @@ export class FeedbackService implements OnApplicationBootstrap, BeforeApplicatio
     } catch (err) {
       // Answers given meanwhile are newer: they win over the batch's for the same session.
       for (const [k, v] of batch) if (!this.held.has(k)) this.held.set(k, v);
-      this.metrics.storeErrors.inc({ store: 'analytics' });
-      this.warning.warn('analytics-store:feedback', err, { held: this.held.size });
+      this.fallback.failed('analytics', 'analytics-store:feedback', err, { held: this.held.size });
     } finally {
       this.heldGauge.set(this.held.size);
     }

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
-import { CircuitBreakerModule } from '../providers/circuit-breaker/circuit-breaker.module';
+import { CircuitBreakerModule } from '../resilience/circuit-breaker/circuit-breaker.module';
 import { HealthController } from './health.controller';
 import { HealthService } from './health.service';
 

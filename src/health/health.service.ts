@@ -3,7 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import { DrainState } from '../common/lifecycle/drain-state';
 import { AppConfig } from '../config/app-config';
-import { BreakerState, CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import { BreakerState, CircuitBreakerService } from '../resilience/circuit-breaker/circuit-breaker.service';
 import { CacheStore } from '../stores/cache/cache-store';
 import { SqlStore } from '../stores/sql/sql-store';
 import { VectorStore } from '../stores/vector/vector-store';

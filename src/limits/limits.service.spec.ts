@@ -1,19 +1,20 @@
 import { AddressInfo, createServer } from 'node:net';
-import pino from 'pino';
+import { memoryLogger, SwitchableCache, SwitchableSql, UnusedSql } from '../../test/support/kit';
 import { createTestPglite } from '../../test/support/pglite';
 import { createTestDatabase, TestDatabase } from '../../test/support/postgres';
 import { describeWithPostgres } from '../../test/support/real-servers';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
+import type { AppLogger } from '../common/logging/logger';
 import { AppConfig } from '../config/app-config';
 import { loadEnv } from '../config/env';
 import { loadGatewayConfig } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { CacheStore } from '../stores/cache/cache-store';
-import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
 import { RedisCacheStore } from '../stores/cache/redis-cache.store';
 import { PgSqlStore } from '../stores/sql/pg-sql.store';
-import { SqlExecutor, SqlResult, SqlStore } from '../stores/sql/sql-store';
+import { SqlStore } from '../stores/sql/sql-store';
 import { LimitsOptions, LimitsService } from './limits.service';
 import { MonthlyUsageRepository } from './monthly-usage.repository';
 
@@ -36,66 +37,9 @@ function makeConfig(perMinute: number): AppConfig {
   return new AppConfig(loadEnv({}), loadGatewayConfig(`limits: { requests_per_minute_per_key: ${perMinute} }\n`, {}));
 }
 
-function memoryLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-  return { logger: { pino: logger }, lines };
-}
-
-/** An analytics store that can be switched off, as a Postgres outage would (fakes over mocks). */
-class SwitchableSql extends SqlStore {
-  down = false;
-  calls = 0;
-  constructor(private readonly inner: SqlStore) {
-    super();
-  }
-  get kind() {
-    return this.inner.kind;
-  }
-  async query<R extends object>(sql: string, params?: readonly unknown[]): Promise<SqlResult<R>> {
-    this.calls++;
-    if (this.down) throw new Error('connect ECONNREFUSED (analytics store down)');
-    return this.inner.query<R>(sql, params);
-  }
-  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    return this.inner.transaction(fn);
-  }
-  ping(ms: number): Promise<void> {
-    return this.inner.ping(ms);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
-  }
-}
-
-/** A cache store that can be switched off: every call rejects, as a dead Redis's would. */
-class SwitchableCache extends MemoryCacheStore {
-  down = false;
-  calls = 0;
-  private gate(): void {
-    this.calls++;
-    if (this.down) throw new Error('Connection is closed.');
-  }
-  override async get(key: string) {
-    this.gate();
-    return super.get(key);
-  }
-  override async set(key: string, value: string, ttlMs: number) {
-    this.gate();
-    return super.set(key, value, ttlMs);
-  }
-  override async del(...keys: string[]) {
-    this.gate();
-    return super.del(...keys);
-  }
-  override async hitWindows(...args: Parameters<MemoryCacheStore['hitWindows']>) {
-    this.gate();
-    return super.hitWindows(...args);
-  }
-  override async incrementBelow(key: string, limit: number, ttlMs: number) {
-    this.gate();
-    return super.incrementBelow(key, limit, ttlMs);
-  }
+/** The service as the module builds it, with the real store-fallback helper. */
+function limitsService(cache: CacheStore, sql: SqlStore, metrics: MetricsService, logger: AppLogger, config: AppConfig, options?: LimitsOptions): LimitsService {
+  return new LimitsService(cache, new MonthlyUsageRepository(sql), metrics, logger, new StoreFallback(metrics, logger), config, options);
 }
 
 async function closedPort(): Promise<number> {
@@ -150,7 +94,7 @@ function monthlySuite(name: string, makeSql: () => Promise<{ store: SqlStore; cl
       const c = (cache as SwitchableCache) ?? new SwitchableCache({ now: () => clock.t });
       const metrics = new MetricsService();
       const { logger, lines } = memoryLogger();
-      const svc = new LimitsService(c, new MonthlyUsageRepository(sql), metrics, logger, makeConfig(600), {
+      const svc = limitsService(c, sql, metrics, logger, makeConfig(600), {
         now: () => clock.t,
         flushIntervalMs: 60_000,
         ...options,
@@ -196,20 +140,20 @@ function monthlySuite(name: string, makeSql: () => Promise<{ store: SqlStore; cl
       const { svc, cache, sql } = await rig();
       for (let i = 0; i < 5; i++) await svc.checkMonthly(caller({ monthlyRequestLimit: null }));
       await svc.flush();
-      expect([cache.calls, sql.calls]).toEqual([0, 0]);
+      expect([cache.calls, sql.queries]).toEqual([0, 0]);
     });
 
     it('writes the durable count in batches, never on the request', async () => {
       const { svc, sql, durable } = await rig();
       const c = caller({ monthlyRequestLimit: 100 });
       await svc.checkMonthly(c);
-      const seeded = sql.calls;
+      const seeded = sql.queries;
       for (let i = 0; i < 9; i++) await svc.checkMonthly(c);
       // Only the first request (which created the counter) read the durable count; nothing was written yet.
-      expect(sql.calls).toBe(seeded);
+      expect(sql.queries).toBe(seeded);
       expect(await durable()).toBeNull();
       await svc.flush();
-      expect(sql.calls).toBe(seeded + 1);
+      expect(sql.queries).toBe(seeded + 1);
       expect(await durable()).toBe(10);
       for (let i = 0; i < 5; i++) await svc.checkMonthly(c);
       await svc.checkMonthly(caller({ orgId: 'other', monthlyRequestLimit: 100 }));
@@ -265,7 +209,7 @@ function monthlySuite(name: string, makeSql: () => Promise<{ store: SqlStore; cl
     });
 
     it('enforces the limit through the analytics store while the cache is down, then rebuilds the counter from it', async () => {
-      const { svc, cache, clock, durable, metrics, lines } = await rig({ storeRetryMs: 1_000 });
+      const { svc, cache, clock, durable, metrics, lines } = await rig();
       const c = caller({ monthlyRequestLimit: 6 });
       await svc.checkMonthly(c);
       await svc.checkMonthly(c);
@@ -368,8 +312,7 @@ describe('LimitsService per-key rate limit', () => {
     const c = cache ?? new SwitchableCache({ now: () => clock.t });
     const metrics = new MetricsService();
     const { logger, lines } = memoryLogger();
-    const sql = new SwitchableSql(new FailingSql());
-    const svc = new LimitsService(c, new MonthlyUsageRepository(sql), metrics, logger, makeConfig(perMinute), { now: () => clock.t });
+    const svc = limitsService(c, new SwitchableSql(new UnusedSql()), metrics, logger, makeConfig(perMinute), { now: () => clock.t });
     opened.push(() => svc.beforeApplicationShutdown(), () => c.close());
     return { svc, clock, metrics, lines, cache: c as SwitchableCache };
   }
@@ -411,7 +354,7 @@ describe('LimitsService per-key rate limit', () => {
     const { logger } = memoryLogger();
     const config = new AppConfig(loadEnv({}), loadGatewayConfig('', {}));
     expect(config.gateway.limits.requests_per_minute_per_key).toBeNull();
-    const svc = new LimitsService(cache, new MonthlyUsageRepository(new SwitchableSql(new FailingSql())), new MetricsService(), logger, config, { now: () => clock.t });
+    const svc = limitsService(cache, new SwitchableSql(new UnusedSql()), new MetricsService(), logger, config, { now: () => clock.t });
     opened.push(() => svc.beforeApplicationShutdown(), () => cache.close());
     cache.down = true;
     for (let i = 0; i < 2_000; i++) await svc.checkKeyRate(caller(), 'chat');
@@ -454,7 +397,7 @@ describe('LimitsService with a dead Redis and a live analytics store', () => {
     const redis = new RedisCacheStore({ url: `redis://127.0.0.1:${port}`, maxReconnectDelayMs: 50 });
     const pglite = await createTestPglite();
     const { logger } = memoryLogger();
-    const svc = new LimitsService(redis, new MonthlyUsageRepository(pglite), new MetricsService(), logger, makeConfig(4), {});
+    const svc = limitsService(redis, pglite, new MetricsService(), logger, makeConfig(4), {});
     try {
       const c = caller({ monthlyRequestLimit: 3 });
       for (let i = 0; i < 3; i++) {
@@ -473,16 +416,3 @@ describe('LimitsService with a dead Redis and a live analytics store', () => {
     }
   });
 });
-
-/** An analytics store that is never reached (rate-limit tests). */
-class FailingSql extends SqlStore {
-  readonly kind = 'pglite' as const;
-  async query<R extends object>(): Promise<SqlResult<R>> {
-    throw new Error('not used');
-  }
-  async transaction<T>(): Promise<T> {
-    throw new Error('not used');
-  }
-  async ping(): Promise<void> {}
-  async close(): Promise<void> {}
-}

@@ -1,7 +1,10 @@
-import { FakeRegressions, FakeStats, FixedClock, makeCaller, makeConfig, makeStats, silentLogger } from '../../test/support/kit';
+import { FakeRegressions, FakeStats, FixedClock, makeCaller, makeConfig, makeStats, silentLogger, UnusedSql } from '../../test/support/kit';
 import { loadGatewayConfig } from '../config/gateway-config';
 import type { ModelStats, StatsSnapshot } from '../learning/model-stats';
+import { LimitsService } from '../limits/limits.service';
+import { MonthlyUsageRepository } from '../limits/monthly-usage.repository';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import type { RegressionsView } from '../routing/regressions/regressions-view';
 import { RoutingService } from '../routing/routing.service';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
@@ -52,7 +55,9 @@ function snapshotOf(own: ModelStats[], pooled: ModelStats[] = [], orgTotal?: num
 function explainer(snapshot?: StatsSnapshot, regressions?: RegressionsView) {
   const config = makeConfig(YAML);
   const routing = new RoutingService(config, snapshot, regressions, new FixedClock(NOW));
-  return new RoutingExplainService(routing, new MemoryCacheStore(), config, new MetricsService(), silentLogger());
+  const metrics = new MetricsService();
+  const limits = new LimitsService(new MemoryCacheStore(), new MonthlyUsageRepository(new UnusedSql()), metrics, silentLogger(), new StoreFallback(metrics, silentLogger()), config);
+  return new RoutingExplainService(routing, limits);
 }
 
 const ask = (service: RoutingExplainService, model: string, content = 'how do I reset my password?', acceptLanguage = 'en') =>

@@ -1,15 +1,18 @@
-import pino from 'pino';
+import { memoryLogger, UnusedSql } from '../../test/support/kit';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
 import { AppConfig } from '../config/app-config';
 import { loadEnv } from '../config/env';
 import { loadGatewayConfig } from '../config/gateway-config';
+import { explainWindows, LimitsService } from '../limits/limits.service';
+import { MonthlyUsageRepository } from '../limits/monthly-usage.repository';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import type { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision, RoutingInput } from '../routing/routing.types';
 import { CacheStore, WindowCheck, WindowDecision } from '../stores/cache/cache-store';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
-import { explainWindows, ExplainQuery, RoutingExplainService } from './routing-explain.service';
+import { ExplainQuery, RoutingExplainService } from './routing-explain.service';
 
 const caller = (keyId = 'acme-rw', orgId = 'acme'): Caller => ({
   orgId,
@@ -61,14 +64,21 @@ class DownCacheStore extends MemoryCacheStore {
   }
 }
 
+const limiters: LimitsService[] = [];
+afterEach(async () => {
+  for (const l of limiters.splice(0)) await l.beforeApplicationShutdown();
+});
+
 function setup(opts: { limits?: string; cache?: CacheStore; now?: () => number } = {}) {
   const config = new AppConfig(loadEnv({}), loadGatewayConfig(opts.limits ? `limits: ${opts.limits}\n` : '', {}));
   const cache = opts.cache ?? new MemoryCacheStore({ now: opts.now });
   const routing = new FakeRouting();
-  const lines: Record<string, unknown>[] = [];
-  const logger = { pino: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }) };
+  const { logger, lines } = memoryLogger();
   const metrics = new MetricsService();
-  const service = new RoutingExplainService(routing as unknown as RoutingService, cache, config, metrics, logger);
+  // The real limiter explain spends (LimitsService.checkExplain); the analytics store is never reached.
+  const limits = new LimitsService(cache, new MonthlyUsageRepository(new UnusedSql()), metrics, logger, new StoreFallback(metrics, logger), config);
+  limiters.push(limits);
+  const service = new RoutingExplainService(routing as unknown as RoutingService, limits);
   return { service, routing, cache, lines, metrics };
 }
 

@@ -2,14 +2,10 @@ import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
-import { AppLogger } from '../common/logging/logger';
-import { ThrottledWarning } from '../common/logging/throttled-warning';
-import { AppConfig } from '../config/app-config';
-import { MetricsService } from '../metrics/metrics.service';
+import { LimitsService } from '../limits/limits.service';
 import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision } from '../routing/routing.types';
 import { mulberry32 } from '../routing/strategies/random';
-import { CacheStore, WindowCheck } from '../stores/cache/cache-store';
 import { Locale, resolveLocale } from './accept-language';
 import { asInvalidBody, ExplainCall, parseExplainBody } from './explain-request';
 import { ExplainResponseJson, toExplainJson } from './explain.mapper';
@@ -28,70 +24,32 @@ export interface ExplainResult {
   body: ExplainResponseJson;
 }
 
-const WINDOW_MS = 60_000;
-
-/** Both windows of one call share the organisation's hash tag, so one script can touch them on Redis Cluster. */
-export function explainWindows(caller: Caller, limits: { perOrg: number; perKey: number }): WindowCheck[] {
-  const tag = `{org:${caller.orgId}}`;
-  return [
-    { key: `explain:${tag}:org`, limit: limits.perOrg, windowMs: WINDOW_MS },
-    { key: `explain:${tag}:key:${caller.keyId}`, limit: limits.perKey, windowMs: WINDOW_MS },
-  ];
-}
-
 /** A deterministic draw source per request content, so the same explain call draws the same way (weighted). */
 function seededRandom(seed: string): () => number {
   return mulberry32(createHash('sha256').update(seed).digest().readUInt32LE(0));
 }
 
 /**
- * `POST /v1/routing/explain` (docs/api.md): validate → spend the explain rate
- * limit (30/min per organisation and 10/min per key, one atomic step, failing closed) → run the
- * routing chain in dry-run mode → map. Nothing else is touched: no provider, no decision trace, no
- * chat rate limit or monthly budget, no breaker, no counter — which is why this service injects
- * only the routing service and the cache store.
+ * `POST /v1/routing/explain` (docs/api.md): validate → spend the explain rate limit
+ * (LimitsService.checkExplain: 30/min per organisation and 10/min per key, one atomic step, failing
+ * closed) → run the routing chain in dry-run mode → map. Nothing else is touched: no provider, no
+ * decision trace, no chat rate limit or monthly budget, no breaker, no counter — which is why this
+ * service takes only two things: the routing service (its dry run) and the limits service (whose
+ * explain limit is all it spends).
  */
 @Injectable()
 export class RoutingExplainService {
-  private readonly warning: ThrottledWarning;
-
   constructor(
     private readonly routing: RoutingService,
-    private readonly cache: CacheStore,
-    private readonly config: AppConfig,
-    private readonly metrics: MetricsService,
-    logger: AppLogger,
-  ) {
-    this.warning = new ThrottledWarning(logger.pino);
-  }
+    private readonly limits: LimitsService,
+  ) {}
 
   async explain(q: ExplainQuery): Promise<ExplainResult> {
     const parsed = parseExplainBody(q.body);
-    await this.spend(q.caller);
+    await this.limits.checkExplain(q.caller);
     const decision = await this.dryRun(q, parsed);
     const locale = resolveLocale(q.acceptLanguage);
     return { locale, body: toExplainJson(decision, locale) };
-  }
-
-  /** Both windows checked and spent in one atomic step; a denied request spends neither. */
-  private async spend(caller: Caller): Promise<void> {
-    const { explain_per_minute_per_org: perOrg, explain_per_minute_per_key: perKey } = this.config.gateway.limits;
-    const checks = explainWindows(caller, { perOrg, perKey });
-    let d;
-    try {
-      d = await this.cache.hitWindows(checks);
-    } catch (err) {
-      // Explain's limits fail closed: its cap protects routing internals (docs/architecture.md
-      // "Explain's limits fail closed").
-      this.metrics.storeErrors.inc({ store: 'cache' });
-      this.warning.warn('cache-store:explain-limit', err, { effect: 'routing explain refused (fails closed)' });
-      throw new GatewayError('internal', 'Routing explain is unavailable: its rate limiter cannot be reached.', { status: 503 });
-    }
-    if (d.allowed) return;
-    const which = d.deniedIndex === 0 ? `${perOrg} per minute for the organisation` : `${perKey} per minute for this API key`;
-    throw new GatewayError('rate_limited', `Routing explain rate limit exceeded: ${which}.`, {
-      headers: { 'Retry-After': String(Math.max(1, Math.ceil(d.retryAfterMs / 1000))) },
-    });
   }
 
   private async dryRun(q: ExplainQuery, parsed: ExplainCall): Promise<RoutingDecision> {

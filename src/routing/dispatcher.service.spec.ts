@@ -4,7 +4,8 @@ import { AppConfig } from '../config/app-config';
 import { loadEnv } from '../config/env';
 import { loadGatewayConfig } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
-import { CircuitBreakerOptions, CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import { CircuitBreakerOptions, CircuitBreakerService } from '../resilience/circuit-breaker/circuit-breaker.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import type { ChatRequest } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
@@ -19,7 +20,8 @@ function makeDispatcher(yaml: string, store: MemoryCacheStore, breakerOptions?: 
   const config = new AppConfig(loadEnv({}), loadGatewayConfig(yaml, {}));
   const metrics = new MetricsService();
   const registry = new ProviderRegistry(config);
-  const breakers = new CircuitBreakerService(store, metrics, { pino: pino({ level: 'silent' }) }, config, breakerOptions);
+  const logger = { pino: pino({ level: 'silent' }) };
+  const breakers = new CircuitBreakerService(store, metrics, logger, new StoreFallback(metrics, logger), config, breakerOptions);
   const close = async () => {
     registry.onApplicationShutdown();
     await breakers.onModuleDestroy();

@@ -3,7 +3,8 @@ import { Counter } from 'prom-client';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { TargetRef } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
-import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import { CircuitBreakerService } from '../resilience/circuit-breaker/circuit-breaker.service';
+import { retryAfter } from '../resilience/retry-after';
 import type { AdapterCapabilities, ProviderAdapter, UpstreamTarget } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
 import { UpstreamError, UpstreamErrorKind } from '../providers/upstream-error';
@@ -110,8 +111,7 @@ export function tracedAttempts(o: DispatchOutcome): { attempts: number; failedAt
  * period ends (rounded up, at least 1).
  */
 export function providersUnavailable(reopensInMs: number | undefined): GatewayError {
-  const seconds = Math.max(1, Math.ceil((reopensInMs ?? 0) / 1000));
-  return new GatewayError('providers_unavailable', undefined, { headers: { 'Retry-After': String(seconds) } });
+  return new GatewayError('providers_unavailable', undefined, { headers: retryAfter(reopensInMs) });
 }
 
 /** An upstream call's `error.type` on its span: the status when it answered one, else how it failed (network, timeout, protocol). */

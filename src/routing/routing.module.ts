@@ -1,9 +1,9 @@
 import { Module } from '@nestjs/common';
 import { LearningModule } from '../learning/learning.module';
-import { CircuitBreakerModule } from '../providers/circuit-breaker/circuit-breaker.module';
-import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import { CircuitBreakerModule } from '../resilience/circuit-breaker/circuit-breaker.module';
+import { CircuitBreakerService } from '../resilience/circuit-breaker/circuit-breaker.service';
 import { ProvidersModule } from '../providers/providers.module';
-import { BreakerView } from './breaker-view';
+import { BreakerView } from '../resilience/circuit-breaker/breaker-view';
 import { DispatcherService } from './dispatcher.service';
 import { RegressionsModule } from './regressions/regressions.module';
 import { RoutingService } from './routing.service';

@@ -4,7 +4,8 @@ import { loadGatewayConfig } from '../config/gateway-config';
 import { RoutingService } from './routing.service';
 import type { RoutingInput, RoutingMode } from './routing.types';
 import { MetricsService } from '../metrics/metrics.service';
-import { CircuitBreakerService } from '../providers/circuit-breaker/circuit-breaker.service';
+import { CircuitBreakerService } from '../resilience/circuit-breaker/circuit-breaker.service';
+import { StoreFallback } from '../resilience/store-fallback';
 import { FakeStats, makeConfig, makeInput, ManualClock, seededRandom, silentLogger, SwitchableCache } from '../../test/support/kit';
 
 const MARKER = 'ZQX-PROMPT-MARKER-4242';
@@ -140,7 +141,8 @@ routes:
     const store = new SwitchableCache({ now: clock.now });
     stores.push(store);
     // random 0.5: no jitter, so the first open period is exactly 5 s.
-    const breakers = new CircuitBreakerService(store, new MetricsService(), silentLogger(), config, { now: clock.now, random: () => 0.5 });
+    const metrics = new MetricsService();
+    const breakers = new CircuitBreakerService(store, metrics, silentLogger(), new StoreFallback(metrics, silentLogger()), config, { now: clock.now, random: () => 0.5 });
     const service = new RoutingService(config, new FakeStats(), undefined, undefined, breakers);
     const open = async (provider: string) => {
       for (let i = 0; i < 5; i++) await breakers.record(provider, false, false);

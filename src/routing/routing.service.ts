@@ -6,7 +6,7 @@ import { resolveTarget, RouteSpec, TargetRef } from '../config/gateway-config';
 import { StatsSnapshot } from '../learning/model-stats';
 import { Firewall } from './firewall/firewall';
 import { RegressionsView } from './regressions/regressions-view';
-import { BreakerView } from './breaker-view';
+import { BreakerView } from '../resilience/circuit-breaker/breaker-view';
 import type { Candidate, FilteredCandidate, FilterReason, RoutingDecision, RoutingInput, RoutingInsight } from './routing.types';
 import { directStrategy } from './strategies/basic.strategies';
 import { estimateTokens, overCostCeiling } from './strategies/cost';

@@ -3,14 +3,13 @@ import { Counter } from 'prom-client';
 import { ApiKeyAuthenticator } from '../common/auth/api-key-authenticator';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
-import { AppLogger } from '../common/logging/logger';
-import { ThrottledWarning } from '../common/logging/throttled-warning';
 import { FEATURES, Permission } from '../config/gateway-config.schema';
 import type { GatewayConfig } from '../config/gateway-config';
 import { AppConfig } from '../config/app-config';
 import { setBounded } from '../common/bounded-map';
 import { stripUndefined } from '../common/options';
 import { MetricsService } from '../metrics/metrics.service';
+import { StoreFallback, type StoreName } from '../resilience/store-fallback';
 import { CacheStore } from '../stores/cache/cache-store';
 import { ApiKeyHasher, generateApiKey, keyPrefix } from './api-key-hasher';
 import { KeyCache } from './key-cache';
@@ -59,7 +58,6 @@ export class TenancyService extends ApiKeyAuthenticator {
   private readonly o: typeof DEFAULTS;
   private readonly local: KeyCache;
   private readonly lastKnown = new Map<string, Caller>();
-  private readonly degraded: ThrottledWarning;
   private readonly servedLastKnown: Counter<'from'>;
   /** Optional: tools that build the service by hand record no "last used". */
   @Optional() @Inject(KeyUsageRecorder) private readonly usage?: KeyUsageRecorder;
@@ -68,15 +66,14 @@ export class TenancyService extends ApiKeyAuthenticator {
     private readonly repo: TenancyRepository,
     private readonly cache: CacheStore,
     private readonly hasher: ApiKeyHasher,
-    private readonly metrics: MetricsService,
-    logger: AppLogger,
+    metrics: MetricsService,
+    private readonly fallback: StoreFallback,
     private readonly config: AppConfig,
     @Optional() options?: TenancyOptions,
   ) {
     super();
     this.o = { ...DEFAULTS, ...stripUndefined(options) };
     this.local = new KeyCache(this.o.localTtlMs, this.o.negativeTtlMs);
-    this.degraded = new ThrottledWarning(logger.pino);
     this.servedLastKnown = new Counter({
       name: 'gateway_auth_last_known_total',
       help: 'Keys authenticated from their last known record while the analytics store could not answer (from: local = this replica, shared = the cache store)',
@@ -321,8 +318,7 @@ export class TenancyService extends ApiKeyAuthenticator {
     await Promise.all(hashes.map((h) => this.cache.set(lastKnownKey(h), 'null', this.o.lastKnownTtlMs)));
   }
 
-  private storeError(store: 'cache' | 'analytics', err: unknown): void {
-    this.metrics.storeErrors.inc({ store });
-    this.degraded.warn(`${store}-store:tenancy`, err);
+  private storeError(store: StoreName, err: unknown): void {
+    this.fallback.failed(store, `${store}-store:tenancy`, err);
   }
 }

@@ -48,13 +48,16 @@ export interface BreakerParams {
   ttlMs: number;
 }
 
+/** A circuit breaker's state (docs/architecture.md "Circuit breakers"); the one definition, the breaker service re-exports it. */
 export type BreakerState = 'closed' | 'open' | 'half_open';
+/** What `acquire` grants: go ahead (closed), the half-open probe lease, or no. */
+export type BreakerPermit = 'allow' | 'probe' | 'reject';
 
 export interface BreakerDecision {
   /** State after the call; `half_open` = open time over (whether or not a probe is out). */
   state: BreakerState;
   /** For `acquire`: the permit granted; null for every other step. */
-  permit: 'allow' | 'probe' | 'reject' | null;
+  permit: BreakerPermit | null;
   /** Milliseconds since the epoch when the open time ends(ed); null while closed. */
   openUntil: number | null;
   consecutiveFailures: number;

@@ -4,15 +4,14 @@ import { Counter, Gauge } from 'prom-client';
 import type { Logger } from 'pino';
 import { Periodic } from '../../common/lifecycle/periodic';
 import { AppLogger } from '../../common/logging/logger';
-import { ThrottledWarning } from '../../common/logging/throttled-warning';
 import { AppConfig } from '../../config/app-config';
 import { MetricsService } from '../../metrics/metrics.service';
-import { BreakerDecision, BreakerOp, BreakerParams, CacheStore } from '../../stores/cache/cache-store';
-import { MemoryCacheStore } from '../../stores/cache/memory-cache.store';
+import { BreakerDecision, BreakerOp, BreakerParams, BreakerPermit, BreakerState, CacheStore } from '../../stores/cache/cache-store';
 import { stripUndefined } from '../../common/options';
+import { SharedOrLocalCache } from '../shared-or-local-cache';
+import { StoreFallback } from '../store-fallback';
 
-export type BreakerState = 'closed' | 'open' | 'half_open';
-export type BreakerPermit = 'allow' | 'probe' | 'reject';
+export type { BreakerPermit, BreakerState } from '../../stores/cache/cache-store';
 
 export interface ProviderBreakerState {
   state: BreakerState;
@@ -42,8 +41,6 @@ export class CircuitBreakerOptions {
   probeLeaseMs?: number;
   /** State left alone this long is forgotten (closed, openings reset). */
   idleTtlMs?: number;
-  /** After a shared-store failure the local breaker answers alone this long, so an outage costs one timeout, not one per call. */
-  storeRetryMs?: number;
   /** Uniform in [0, 1): the jitter draw (tests fix it). */
   random?: () => number;
   /** Clock of the local fallback breaker (tests move it). */
@@ -63,11 +60,12 @@ const DEFAULTS = {
   jitter: 0.2,
   probeLeaseMs: 60_000,
   idleTtlMs: 600_000,
-  storeRetryMs: 1_000,
   logIntervalMs: 30_000,
 };
 
 const STATE_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
+/** Log topic of every cache-store degradation of the breakers. */
+const CACHE_TOPIC = 'cache-store:circuit-breaker';
 
 /** Keys of one provider share its hash tag (Redis Cluster; docs/architecture.md "Stateless replicas"). */
 export const breakerKey = (providerId: string): string => `cb:{provider:${providerId}}`;
@@ -75,8 +73,9 @@ export const breakerKey = (providerId: string): string => `cb:{provider:${provid
 /**
  * Circuit breaker per provider (docs/architecture.md "Circuit breakers"). The state lives in the cache store, changed by
  * one atomic script per step (lua/breaker.lua), so replicas agree on it. When the cache store
- * fails, an in-process breaker with the same semantics takes over for this replica (breaker state
- * stays local), counted in metrics and logged at most once per interval. No
+ * fails, the per-replica store of SharedOrLocalCache takes over with the same semantics (breaker
+ * state stays local), counted in metrics and logged at most once per interval; while the store
+ * breaker knows the cache store is down, steps go straight to it. No
  * method ever throws: a breaker that cannot decide lets the request through.
  *
  * It is also routing's BreakerView (docs/architecture.md "The routing chain", step 4): every decision a step returns is kept in
@@ -88,11 +87,10 @@ export const breakerKey = (providerId: string): string => `cb:{provider:${provid
 @Injectable()
 export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly o: typeof DEFAULTS & Pick<CircuitBreakerOptions, 'random' | 'now'>;
-  private readonly local: MemoryCacheStore;
+  private readonly store: SharedOrLocalCache;
   private readonly now: () => number;
   private readonly random: () => number;
-  private sharedRetryAt = 0;
-  private readonly warning: ThrottledWarning;
+  private readonly fallback: StoreFallback;
   private readonly log: Logger;
   private readonly stateGauge: Gauge<'provider'>;
   private readonly openings: Counter<'provider'>;
@@ -105,18 +103,19 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   private stopped = false;
 
   constructor(
-    private readonly shared: CacheStore,
-    private readonly metrics: MetricsService,
+    shared: CacheStore,
+    metrics: MetricsService,
     logger: AppLogger,
+    fallback: StoreFallback,
     private readonly config: AppConfig,
     @Optional() options?: CircuitBreakerOptions,
   ) {
     this.o = { ...DEFAULTS, ...stripUndefined(options) };
     this.now = this.o.now ?? Date.now;
     this.random = this.o.random ?? Math.random;
-    this.local = new MemoryCacheStore({ now: this.now, maxEntries: 10_000 });
     this.log = logger.pino;
-    this.warning = new ThrottledWarning(logger.pino, this.o.logIntervalMs);
+    this.fallback = fallback.withLogInterval(this.o.logIntervalMs);
+    this.store = new SharedOrLocalCache(shared, this.fallback, { now: this.now, maxEntries: 10_000 });
     this.stateGauge = new Gauge({
       name: 'gateway_circuit_breaker_state',
       help: 'Circuit breaker state per provider as last seen by this replica: 0 closed, 1 half-open, 2 open',
@@ -185,8 +184,9 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
 
   /**
    * Re-reads every provider's shared breaker into the view (`state` only reads, in the script and in
-   * the memory store); never rejects. Skipped while the store is known to be failing: the local
-   * breaker answers then, and its decisions already reach the view through the steps.
+   * the memory store); never rejects. While the store breaker refuses calls to the cache store the
+   * read goes nowhere: the local breaker answers then, and its decisions already reach the view
+   * through the steps.
    */
   refreshView(): Promise<void> {
     return this.beat.run();
@@ -201,23 +201,19 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     await this.beat.stop();
-    await this.local.close();
+    await this.store.close();
   }
 
   private async readShared(): Promise<void> {
-    if (this.stopped || this.now() < this.sharedRetryAt) return;
+    if (this.stopped) return;
     const ids = Object.keys(this.config.gateway.providers);
     this.steppedSinceRead.clear();
-    let decisions: BreakerDecision[];
-    try {
-      decisions = await Promise.all(ids.map((id) => this.shared.breaker(breakerKey(id), 'state', this.params())));
-    } catch (err) {
-      if (this.stopped) return;
-      this.sharedRetryAt = this.now() + this.o.storeRetryMs;
-      this.metrics.storeErrors.inc({ store: 'cache' });
-      this.warning.warn('cache-store:circuit-breaker', err, { effect: 'breaker view kept as last seen' });
-      return;
-    }
+    const decisions = await this.store.tryShared(
+      (s) => Promise.all(ids.map((id) => s.breaker(breakerKey(id), 'state', this.params()))),
+      CACHE_TOPIC,
+      { effect: 'breaker view kept as last seen' },
+    );
+    if (!decisions || this.stopped) return;
     ids.forEach((id, i) => {
       if (!this.steppedSinceRead.has(id)) this.observe(id, decisions[i]);
     });
@@ -226,22 +222,13 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   /** One step on the shared breaker, else on the local one; undefined when neither answered. */
   private async step(providerId: string, op: BreakerOp): Promise<BreakerDecision | undefined> {
     const key = breakerKey(providerId);
-    let d: BreakerDecision | undefined;
-    if (this.now() >= this.sharedRetryAt) {
-      try {
-        d = await this.shared.breaker(key, op, this.params());
-      } catch (err) {
-        this.sharedRetryAt = this.now() + this.o.storeRetryMs;
-        this.degraded(providerId, err);
-      }
-    } else {
-      this.localAnswers.inc({ provider: providerId });
-    }
+    let d = await this.store.tryShared((s) => s.breaker(key, op, this.params()), CACHE_TOPIC, { fallback: 'local breaker' });
     if (!d) {
+      this.localAnswers.inc({ provider: providerId });
       try {
-        d = await this.local.breaker(key, op, this.params());
+        d = await this.store.local.breaker(key, op, this.params());
       } catch (err) {
-        this.warning.warn('circuit-breaker.failed', err, { provider: providerId });
+        this.fallback.warn('circuit-breaker.failed', err, { provider: providerId });
         return undefined;
       }
     }
@@ -278,11 +265,5 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
         'circuit breaker opened',
       );
     }
-  }
-
-  private degraded(providerId: string, err: unknown): void {
-    this.metrics.storeErrors.inc({ store: 'cache' });
-    this.localAnswers.inc({ provider: providerId });
-    this.warning.warn('cache-store:circuit-breaker', err, { fallback: 'local breaker' });
   }
 }

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { AddressInfo, createServer } from 'node:net';
-import pino from 'pino';
+import { memoryLogger, SwitchableCache } from '../../../test/support/kit';
 import { describeWithRedis, TEST_REDIS_URL } from '../../../test/support/real-servers';
+import type { AppLogger } from '../../common/logging/logger';
 import { AppConfig } from '../../config/app-config';
 import { loadEnv } from '../../config/env';
 import { loadGatewayConfig } from '../../config/gateway-config';
@@ -9,6 +10,8 @@ import { MetricsService } from '../../metrics/metrics.service';
 import { CacheStore } from '../../stores/cache/cache-store';
 import { MemoryCacheStore } from '../../stores/cache/memory-cache.store';
 import { RedisCacheStore } from '../../stores/cache/redis-cache.store';
+import { GuardedCacheStore } from '../guarded-stores';
+import { StoreFallback } from '../store-fallback';
 import { CircuitBreakerOptions, CircuitBreakerService } from './circuit-breaker.service';
 
 const T0 = 1_750_000_000_000;
@@ -18,10 +21,12 @@ function makeConfig(providers: string[]): AppConfig {
   return new AppConfig(loadEnv({}), loadGatewayConfig(yaml, {}));
 }
 
-function memoryLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-  return { logger: { pino: logger }, lines };
+/** The store breaker as production wires it around Redis, probing every 10 ms (docs/operations.md "The store breaker"). */
+const guarded = (store: CacheStore) => new GuardedCacheStore(store, { settings: { probe_interval_ms: 10, probe_timeout_ms: 200 } });
+
+/** A breaker service on `store` with the real store-fallback helper. */
+function breakers(store: CacheStore, metrics: MetricsService, logger: AppLogger, config: AppConfig, options?: CircuitBreakerOptions) {
+  return new CircuitBreakerService(store, metrics, logger, new StoreFallback(metrics, logger), config, options);
 }
 
 interface Rig {
@@ -43,7 +48,7 @@ function rig(options: CircuitBreakerOptions = {}, providers = ['alpha', 'beta'],
   const s = store ?? new MemoryCacheStore({ now: () => clock.t });
   const metrics = new MetricsService();
   const { logger, lines } = memoryLogger();
-  const svc = new CircuitBreakerService(s, metrics, logger, makeConfig(providers), { random: () => 0.5, now: () => clock.t, ...options });
+  const svc = breakers(s, metrics, logger, makeConfig(providers), { random: () => 0.5, now: () => clock.t, ...options });
   opened.push(s, svc);
   return { svc, store: s, metrics, clock, lines };
 }
@@ -196,8 +201,8 @@ class FailingStore extends MemoryCacheStore {
 describe('CircuitBreakerService when the cache store fails', () => {
   it('falls back to a local breaker that still opens and half-opens, never throws, and logs once per interval', async () => {
     const port = await closedPort();
-    const store = new RedisCacheStore({ url: `redis://127.0.0.1:${port}`, maxReconnectDelayMs: 50 });
-    const { svc, clock, metrics, lines } = rig({ storeRetryMs: 1 }, ['alpha'], store);
+    const store = guarded(new RedisCacheStore({ url: `redis://127.0.0.1:${port}`, maxReconnectDelayMs: 50 }));
+    const { svc, clock, metrics, lines } = rig({}, ['alpha'], store);
     expect(await svc.acquire('alpha')).toBe('allow');
     await fail(svc, 'alpha', 5);
     expect(await svc.acquire('alpha')).toBe('reject');
@@ -211,24 +216,29 @@ describe('CircuitBreakerService when the cache store fails', () => {
     const degraded = lines.filter((l) => l.topic === 'cache-store:circuit-breaker');
     expect(degraded).toHaveLength(1);
     expect(degraded[0]).toMatchObject({ msg: 'degraded', fallback: 'local breaker' });
-    // The fake clock stood still except once, so the store was tried twice; every step was answered locally.
-    expect(await metric(metrics, 'gateway_store_errors_total', { store: 'cache' })).toBe(2);
+    // The store was tried once: the store breaker refused every later step at once (its probes never
+    // got an answer), and every step was answered locally.
+    expect(await metric(metrics, 'gateway_store_errors_total', { store: 'cache' })).toBe(1);
     expect(await metric(metrics, 'gateway_circuit_breaker_local_fallbacks_total', { provider: 'alpha' })).toBe(12);
   });
 
-  it('after a failure answers locally for storeRetryMs without calling the store, then tries it again', async () => {
+  it('after a failure answers locally without calling the store until the store breaker sees it answer, then uses it again', async () => {
     const clock = { t: T0 };
-    const store = new FailingStore({ now: () => clock.t });
+    const cache = new SwitchableCache({ now: () => clock.t });
+    const store = guarded(cache);
     const metrics = new MetricsService();
-    const svc = new CircuitBreakerService(store, metrics, memoryLogger().logger, makeConfig(['alpha']), { now: () => clock.t, storeRetryMs: 1_000 });
+    const svc = breakers(store, metrics, memoryLogger().logger, makeConfig(['alpha']), { now: () => clock.t });
     opened.push(store, svc);
+    cache.down = true;
     expect(await svc.acquire('alpha')).toBe('allow');
-    expect(store.calls).toBe(1);
+    expect(cache.callsOf.breaker).toBe(1);
     for (let i = 0; i < 20; i++) await svc.acquire('alpha');
-    expect(store.calls).toBe(1);
-    clock.t += 1_000;
+    expect(cache.callsOf.breaker).toBe(1);
+    cache.down = false;
+    const deadline = Date.now() + 2_000;
+    while (!store.guard.available && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     await svc.acquire('alpha');
-    expect(store.calls).toBe(2);
+    expect(cache.callsOf.breaker).toBe(2);
   });
 
   it('lets requests through when no breaker can answer at all', async () => {
@@ -246,7 +256,7 @@ describeWithRedis('CircuitBreakerService on a shared Redis', () => {
     const provider = `p${randomUUID().slice(0, 8)}`;
     const replica = () => {
       const store = new RedisCacheStore({ url: TEST_REDIS_URL!, commandTimeoutMs: 2_000 });
-      const svc = new CircuitBreakerService(store, new MetricsService(), memoryLogger().logger, makeConfig([provider]), {
+      const svc = breakers(store, new MetricsService(), memoryLogger().logger, makeConfig([provider]), {
         baseOpenMs: 300,
         maxOpenMs: 1_000,
         jitter: 0,
