@@ -2,6 +2,7 @@ import type http from 'node:http';
 import type https from 'node:https';
 import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
+import { ownValue } from '../../common/own-key';
 import { parseRetryAfter, UpstreamError } from '../upstream-error';
 import type { UpstreamRequest, UpstreamResponse } from './upstream-http';
 
@@ -170,7 +171,8 @@ export class UpstreamCall {
 /** The body as the reader sees it: decoded when a non-streaming answer came compressed (streams ask for `identity`). */
 function decodedBody(res: http.IncomingMessage, stream: boolean): Readable {
   const encoding = stream ? undefined : String(res.headers['content-encoding'] ?? '').trim().toLowerCase();
-  const decode = encoding ? DECODERS[encoding] : undefined;
+  // The upstream chose the string: only the table's own entries count (`constructor` is not a decoder).
+  const decode = encoding ? ownValue(DECODERS, encoding) : undefined;
   if (!decode) return res;
   const decoder = decode();
   // Errors reach the reader through its iterator; until it reads, nobody else listens.
