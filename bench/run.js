@@ -22,6 +22,10 @@
  *                      the gateway's chat runs next to it (bench/profile-summary.js). E.g.
  *                      --only=chat --connections=32 --runs=1 --seconds=15 --cpu-prof=/tmp/prof
  *   --keep-build       keep bench/.build/<run>/ (the gateway built for this run)
+ *   --otel             add the otel section: what OpenTelemetry tracing costs. A second gateway with
+ *                      tracing on exports to a local OTLP sink (lib/otlp-sink.js); non-streaming chat
+ *                      runs alternate between the gateway with tracing off and the one with it on, CPU
+ *                      per request paired by run (goal: under 10 % more). E.g. --only=chat --otel
  */
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -32,20 +36,22 @@ const { runLoad } = require('./lib/load');
 const { runStreams, chunkTimings, openSlowStreams } = require('./lib/streams');
 const { percentiles, summary, summarise, round } = require('./lib/stats');
 const { renderMarkdown, evaluateBudget } = require('./lib/report');
+const { startOtlpSink } = require('./lib/otlp-sink');
 
-const SECTIONS = ['chat', 'responses', 'stream', 'memory', 'soak'];
+const SECTIONS = ['chat', 'responses', 'otel', 'stream', 'memory', 'soak'];
 const KEY = 'gw-bench-key';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 function parseArgs(argv) {
-  const a = { quick: false, servers: false, soak: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null, nodeOptions: null };
+  const a = { quick: false, servers: false, soak: false, otel: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null, nodeOptions: null };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
       case '--quick': a.quick = true; break;
       case '--servers': a.servers = true; break;
       case '--soak': a.soak = true; break;
+      case '--otel': a.otel = true; break;
       case '--keep-build': a.keepBuild = true; break;
       case '--only': a.only = v.split(',').map((s) => s.trim()).filter(Boolean); break;
       case '--out': a.out = path.resolve(v); break;
@@ -74,6 +80,7 @@ function plan(a) {
     runs: a.runs ?? 3,
     warmupSeconds: q ? 0.3 : 3,
     chat: { connections: a.connections ?? [1, 32, 128], seconds: a.seconds ?? (q ? 0.25 : 8) },
+    otel: { connections: a.connections ?? [1, 32], seconds: a.seconds ?? (q ? 0.25 : 8) },
     stream: { concurrency: [1, 32], seconds: q ? 0.4 : 5, chunks: 20, delayMs: 10 },
     memory: { counts: q ? [50, 200] : [1000, 10000], settleMs: (a.settleSeconds ?? (q ? 5 : 60)) * 1000, stallMs: q ? 3_000 : 6_000, holdMs: q ? 500 : 3_000 },
     soak: { seconds: a.soakSeconds ?? (q ? 3 : 300), sampleMs: q ? 500 : 10_000, idleMs: q ? 1_000 : 5_000 },
@@ -145,7 +152,8 @@ async function gatewayMetrics(url) {
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const p = plan(args);
-  const only = args.only ?? SECTIONS.filter((s) => s !== 'soak' || args.soak);
+  const only = args.only ?? SECTIONS.filter((s) => (s !== 'soak' || args.soak) && s !== 'otel');
+  if (args.otel && !only.includes('otel')) only.push('otel');
   const want = (s) => only.includes(s);
   const outFile = args.out ?? path.join(procs.ROOT, 'bench', 'results', 'latest.json');
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
@@ -247,6 +255,7 @@ async function main() {
 
     if (want('chat')) report.sections.chat = await chatSection(p, targets, order, gw, fake);
     if (want('responses')) report.sections.responses = await responsesSection(p, targets, gw);
+    if (want('otel')) report.sections.otel = await otelSection(p, targets, gw, { build, env, tmp, cleanups });
     if (want('stream')) report.sections.stream = await streamSection(p, targets, order);
     if (want('soak')) {
       const fresh = await freshGw();
@@ -383,6 +392,72 @@ async function responsesSection(p, targets, gw) {
     levels.push(level);
   }
   return { seconds_per_run: p.chat.seconds, runs: p.runs, levels };
+}
+
+/**
+ * `--otel`: what OpenTelemetry tracing costs (docs/architecture.md "OpenTelemetry traces"). A second
+ * gateway, the same build and config, with OTEL_EXPORTER_OTLP_ENDPOINT at a local OTLP sink in its
+ * own process; non-streaming chat runs alternate between the gateway with tracing off (the one the
+ * other sections measure) and the one with it on, and each on run's CPU per request is divided by
+ * the off run next to it. The on gateway's export counters and the sink's span count show that the
+ * spans were really built and sent.
+ */
+async function otelSection(p, targets, gwOff, { build, env, tmp, cleanups }) {
+  const sink = await startOtlpSink();
+  cleanups.push(() => sink.stop());
+  const port = await require('../scripts/test-servers').freePort();
+  const onEnv = { ...env, PORT: String(port), GATEWAY_DATA_DIR: path.join(tmp, 'data-otel'), OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_SERVICE_NAME: 'gateway-bench' };
+  const gwOn = await procs.startGateway({ main: build.main, env: onEnv, port, logFile: path.join(tmp, 'gateway-otel.log') });
+  cleanups.push(() => gwOn.stop());
+  log(`gateway with tracing on: ${gwOn.url} (pid ${gwOn.pid}), OTLP sink ${sink.url} (pid ${sink.pid})`);
+  const t = targets.gateway;
+  const body = chatBody(t.model.json);
+  const gws = { off: gwOff, on: gwOn };
+  await runLoad({ url: gwOn.url + t.path, connections: 32, seconds: p.warmupSeconds, body, headers: t.headers });
+  const levels = [];
+  for (const connections of p.otel.connections) {
+    const runs = { off: [], on: [] };
+    for (let run = 0; run < p.runs; run++) {
+      for (const side of run % 2 === 0 ? ['off', 'on'] : ['on', 'off']) {
+        const gw = gws[side];
+        const cpu0 = procs.cpuTimes(gw.pid);
+        const r = await runLoad({ url: gw.url + t.path, connections, seconds: p.otel.seconds, body, headers: t.headers });
+        const cpu1 = procs.cpuTimes(gw.pid);
+        r.cpu_us_per_req = r.requests > 0 ? round(((cpu1.user + cpu1.sys - cpu0.user - cpu0.sys) / r.requests) * 1e6, 1) : null;
+        runs[side].push(r);
+        await sleep(100);
+      }
+    }
+    const keys = ['rps', 'p50', 'p90', 'p99', 'cpu_us_per_req'];
+    const level = {
+      connections,
+      off: summarise(runs.off, keys),
+      on: summarise(runs.on, keys),
+      // Paired by run: tracing-on CPU per request over the tracing-off run next to it.
+      cpu_ratio: summary(runs.off.map((o, i) => runs.on[i].cpu_us_per_req / o.cpu_us_per_req)),
+      totals: totals(runs),
+      runs,
+    };
+    log(
+      `otel c=${connections}: off ${level.off.cpu_us_per_req.median} µs CPU/req (${level.off.rps.median} req/s), ` +
+        `on ${level.on.cpu_us_per_req.median} µs CPU/req (${level.on.rps.median} req/s); on/off ${round(level.cpu_ratio.median, 3)}`,
+    );
+    levels.push(level);
+  }
+  await sleep(500);
+  const exported = await otelCounters(gwOn.url);
+  const sinkStats = await sink.stats();
+  log(`otel: ${exported.exported} spans exported, ${exported.dropped} dropped; the sink received ${sinkStats.spans} spans in ${sinkStats.requests} requests`);
+  await gwOn.stop('SIGTERM');
+  await sink.stop();
+  return { seconds_per_run: p.otel.seconds, runs: p.runs, levels, spans: { ...exported, received: sinkStats.spans, export_requests: sinkStats.requests, bytes: sinkStats.bytes } };
+}
+
+/** The tracing gateway's span counters from its /metrics. */
+async function otelCounters(url) {
+  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  const sum = (name) => [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'gm'))].reduce((a, m) => a + Number(m[1]), 0);
+  return { exported: sum('gateway_otel_spans_exported_total'), dropped: sum('gateway_otel_spans_dropped_total') };
 }
 
 /** Size of the gateway's log and its warn/error lines (the first few kept), to spot a run that failed quietly. */

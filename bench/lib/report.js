@@ -70,6 +70,20 @@ function renderMarkdown(r) {
       out.push(`| ${l.connections} | responses | ${mm(l.responses.rps, 0)} | ${mm(l.responses.p50, 3)} | ${mm(l.responses.p99, 3)} | ${mm(l.responses.cpu_us_per_req, 0)} | ${mm(l.cpu_ratio, 3)} |`);
     }
   }
+  const ot = r.sections.otel;
+  if (ot) {
+    out.push('');
+    out.push(`**OpenTelemetry** (\`--otel\`: non-streaming chat on the gateway with tracing off and on, exporting to a local OTLP sink, runs alternated, ${ot.seconds_per_run} s per run; latency in ms; goal: on/off CPU under 1.10)`);
+    out.push('');
+    out.push('| conns | tracing | req/s | p50 | p99 | CPU µs/req | on/off CPU |');
+    out.push('|---:|---|---:|---:|---:|---:|---:|');
+    for (const l of ot.levels) {
+      out.push(`| ${l.connections} | off | ${mm(l.off.rps, 0)} | ${mm(l.off.p50, 3)} | ${mm(l.off.p99, 3)} | ${mm(l.off.cpu_us_per_req, 0)} | |`);
+      out.push(`| ${l.connections} | on | ${mm(l.on.rps, 0)} | ${mm(l.on.p50, 3)} | ${mm(l.on.p99, 3)} | ${mm(l.on.cpu_us_per_req, 0)} | ${mm(l.cpu_ratio, 3)} |`);
+    }
+    out.push('');
+    out.push(`Spans exported ${ot.spans.exported}, dropped ${ot.spans.dropped}; received by the sink ${ot.spans.received} in ${ot.spans.export_requests} export requests.`);
+  }
   const st = r.sections.stream;
   if (st) {
     out.push('');
