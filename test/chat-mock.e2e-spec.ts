@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { SqlStore } from '../src/stores/sql/sql-store';
 import { DecisionTraceWriter } from '../src/traces/decision-trace.writer';
 import { PRO_KEY, startTestApp, TestApp } from './support/app';
+import { rejectedWith } from './support/kit';
 
 /** The chat path end to end through the official `openai` SDK, on the offline `mock` family. */
 const YAML = `
@@ -47,15 +48,7 @@ afterAll(() => t.close());
 
 const user = (content: string) => [{ role: 'user' as const, content }];
 
-async function apiError(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(OpenAI.APIError);
-    return err as InstanceType<typeof OpenAI.APIError>;
-  }
-  throw new Error('expected an APIError');
-}
+const apiError = (p: Promise<unknown>) => rejectedWith<InstanceType<typeof OpenAI.APIError>>(p, OpenAI.APIError);
 
 describe('JSON completions', () => {
   it('answers with the contract shape, the catalogue id and the Gateway headers', async () => {

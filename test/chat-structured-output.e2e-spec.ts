@@ -5,6 +5,7 @@ import { AnthropicFake } from './fakes/anthropic-fake';
 import { GeminiFake } from './fakes/gemini-fake';
 import { OpenAiFake } from './fakes/openai-fake';
 import { PRO_KEY, startTestApp, TestApp } from './support/app';
+import { rejectedWith } from './support/kit';
 
 /**
  * `response_format: json_schema` through the official `openai` SDK (`create` and the `parse` helper
@@ -65,15 +66,7 @@ function keysOf(v: unknown, out = new Set<string>()): Set<string> {
   return out;
 }
 
-async function apiError(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(OpenAI.APIError);
-    return err as InstanceType<typeof OpenAI.APIError>;
-  }
-  throw new Error('expected an APIError');
-}
+const apiError = (p: Promise<unknown>) => rejectedWith<InstanceType<typeof OpenAI.APIError>>(p, OpenAI.APIError);
 
 async function streamed(model: string, extra: Record<string, unknown> = {}) {
   const stream = await client.chat.completions.create({ model, messages: ask, stream: true, ...extra } as OpenAI.Chat.ChatCompletionCreateParamsStreaming);

@@ -2,10 +2,9 @@ import { Secret } from '../../src/config/secret';
 import { createGeminiAdapter } from '../../src/providers/gemini/gemini.adapter';
 import { estimateTokens } from '../../src/providers/gemini/gemini-response.mapper';
 import { UpstreamHttp } from '../../src/providers/http/upstream-http';
-import type { CallContext, ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '../../src/providers/provider-adapter';
-import { UpstreamError } from '../../src/providers/upstream-error';
+import type { CallContext, ChatRequest, ProviderAdapter, UpstreamTarget } from '../../src/providers/provider-adapter';
 import { FAKE_MAX_EMBED_BATCH, FAKE_THOUGHT_SIGNATURE, fakeEmbedding, GeminiFake, GeminiScenario } from '../fakes/gemini-fake';
-import { makeTarget, providerContract, TIMEOUTS } from './provider-contract';
+import { eventsOf, makeTarget, providerContract, TIMEOUTS, upstreamError } from './provider-contract';
 
 const KEY = 'gemini-test-key-123';
 const http = new UpstreamHttp();
@@ -22,21 +21,6 @@ providerContract('gemini', async () => {
 });
 
 const REQ: ChatRequest = { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hello.' }] };
-
-async function collect(events: AsyncIterable<StreamEvent>): Promise<StreamEvent[]> {
-  const all: StreamEvent[] = [];
-  for await (const e of events) all.push(e);
-  return all;
-}
-
-async function rejection(p: Promise<unknown>): Promise<UpstreamError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(UpstreamError);
-  return err as UpstreamError;
-}
 
 describe('gemini adapter against the fake (wire details)', () => {
   let fake: GeminiFake;
@@ -55,7 +39,7 @@ describe('gemini adapter against the fake (wire details)', () => {
     next({});
     await adapter.chat(REQ, ctx());
     next({});
-    await collect(await adapter.chatStream(REQ, ctx()));
+    await eventsOf(await adapter.chatStream(REQ, ctx()));
     const [json, sse] = fake.requests;
     expect([json.method, json.path]).toEqual(['POST', '/models/fake-model:generateContent']);
     expect([sse.method, sse.path]).toEqual(['POST', '/models/fake-model:streamGenerateContent?alt=sse']);
@@ -114,7 +98,7 @@ describe('gemini adapter against the fake (wire details)', () => {
   it('maps reasoning_effort by the model mode and streams thought parts as reasoning, never content', async () => {
     next({ text: 'ok', reasoning: 'Considering the request', usage: { prompt: 4, completion: 30, reasoning: 28 } });
     const budget = targetFor(fake, {}, { reasoning: { mode: 'budget', can_disable: true, budgets: { medium: 4000 } } });
-    const events = await collect(await adapter.chatStream({ ...REQ, reasoning_effort: 'medium' }, ctx(budget)));
+    const events = await eventsOf(await adapter.chatStream({ ...REQ, reasoning_effort: 'medium' }, ctx(budget)));
     expect(fake.requests[0].body.generationConfig.thinkingConfig).toEqual({ thinkingBudget: 4000, includeThoughts: true });
     const text = (k: 'content' | 'reasoning') => events.map((e) => (e.type === 'delta' ? (e[k] ?? '') : '')).join('');
     expect([text('content'), text('reasoning')]).toEqual(['ok', 'Considering the request']);
@@ -132,7 +116,7 @@ describe('gemini adapter against the fake (wire details)', () => {
     expect(fake.requests[0].body.generationConfig.candidateCount).toBe(2);
     expect(r.choices.map((c) => [c.index, c.message.content])).toEqual([[0, 'same'], [1, 'same']]);
     next({ text: 'a b' });
-    const events = await collect(await adapter.chatStream({ ...REQ, n: 2 }, ctx()));
+    const events = await eventsOf(await adapter.chatStream({ ...REQ, n: 2 }, ctx()));
     expect(events.filter((e) => e.type === 'finish')).toEqual([
       { type: 'finish', index: 0, finish_reason: 'stop' },
       { type: 'finish', index: 1, finish_reason: 'stop' },
@@ -145,7 +129,7 @@ describe('gemini adapter against the fake (wire details)', () => {
     expect(r.choices).toEqual([{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'content_filter' }]);
     expect(r.usage).toEqual({ prompt_tokens: 9, completion_tokens: 0, total_tokens: 9 });
     next({ blockReason: 'PROHIBITED_CONTENT' });
-    const events = await collect(await adapter.chatStream(REQ, ctx()));
+    const events = await eventsOf(await adapter.chatStream(REQ, ctx()));
     expect(events.filter((e) => e.type !== 'usage')).toEqual([{ type: 'finish', index: 0, finish_reason: 'content_filter' }]);
   });
 
@@ -156,26 +140,26 @@ describe('gemini adapter against the fake (wire details)', () => {
 
   it('errors: array form, a bad key as 401, RetryInfo as retry-after', async () => {
     next({ errorStatus: 503, errorArray: true });
-    const arr = await rejection(adapter.chat(REQ, ctx()));
+    const arr = await upstreamError(adapter.chat(REQ, ctx()));
     expect([arr.kind, arr.status, arr.opts.code]).toEqual(['status', 503, 'UNAVAILABLE']);
     expect(arr.message).not.toContain(KEY);
 
     next({ badApiKey: true });
-    const bad = await rejection(adapter.chatStream(REQ, ctx()));
+    const bad = await upstreamError(adapter.chatStream(REQ, ctx()));
     expect([bad.status, bad.opts.code]).toEqual([401, 'INVALID_ARGUMENT']);
     expect(bad.detail).toContain('API_KEY_INVALID');
 
     next({ errorStatus: 429, retryDelaySeconds: 31 });
-    const quota = await rejection(adapter.chat(REQ, ctx()));
+    const quota = await upstreamError(adapter.chat(REQ, ctx()));
     expect([quota.status, quota.retryAfterMs, quota.opts.code]).toEqual([429, 31_000, 'RESOURCE_EXHAUSTED']);
   });
 
   it('a stream that ends before any finishReason is a protocol error; the mid-stream error object carries its code', async () => {
     next({ text: 'only one', truncate: true });
-    const cut = await rejection(collect(await adapter.chatStream(REQ, ctx())));
+    const cut = await upstreamError(eventsOf(await adapter.chatStream(REQ, ctx())));
     expect(cut.kind).toBe('protocol');
     next({ text: 'only one', midStreamError: true });
-    const mid = await rejection(collect(await adapter.chatStream(REQ, ctx())));
+    const mid = await upstreamError(eventsOf(await adapter.chatStream(REQ, ctx())));
     expect([mid.kind, mid.status, mid.opts.code]).toEqual(['status', 500, 'INTERNAL']);
   });
 
@@ -213,7 +197,7 @@ describe('gemini adapter against the fake (wire details)', () => {
 
   it('an embedding error is an UpstreamError with the status', async () => {
     next({ errorStatus: 404 });
-    const err = await rejection(adapter.embed!({ input: ['a', 'b'] }, ctx()));
+    const err = await upstreamError(adapter.embed!({ input: ['a', 'b'] }, ctx()));
     expect([err.status, err.opts.code]).toEqual([404, 'NOT_FOUND']);
   });
 
@@ -250,7 +234,7 @@ describe('gemini adapter against the fake (wire details)', () => {
 
     it('a failure in the 2nd batch fails the whole call with that error, and no 3rd batch is sent', async () => {
       fake.next({}, { errorStatus: 503 });
-      const err = await rejection(adapter.embed!({ input: INPUT, dimensions: 8 }, ctx()));
+      const err = await upstreamError(adapter.embed!({ input: INPUT, dimensions: 8 }, ctx()));
       expect([err.kind, err.status, err.opts.code]).toEqual(['status', 503, 'UNAVAILABLE']);
       expect(fake.requests).toHaveLength(2);
     });
@@ -258,7 +242,7 @@ describe('gemini adapter against the fake (wire details)', () => {
     it('an abort while the 2nd batch is in flight rejects as aborted and sends no further batch', async () => {
       fake.next({}, { stallBeforeHeadersMs: 300 });
       const controller = new AbortController();
-      const call = rejection(adapter.embed!({ input: INPUT, dimensions: 8 }, { target: targetFor(fake), signal: controller.signal, requestId: 'req-gemini' }));
+      const call = upstreamError(adapter.embed!({ input: INPUT, dimensions: 8 }, { target: targetFor(fake), signal: controller.signal, requestId: 'req-gemini' }));
       for (let waited = 0; fake.requests.length < 2 && waited < 2_000; waited += 5) await new Promise((r) => setTimeout(r, 5));
       expect(fake.requests).toHaveLength(2);
       controller.abort();
@@ -279,7 +263,7 @@ describe('gemini adapter against the fake (wire details)', () => {
 
       fake.reset().always({ stallBeforeHeadersMs: 600 });
       const started = Date.now();
-      const err = await rejection(adapter.embed!({ input, dimensions: 8 }, ctx(target)));
+      const err = await upstreamError(adapter.embed!({ input, dimensions: 8 }, ctx(target)));
       const elapsed = Date.now() - started;
       expect([err.kind, err.opts.phase, err.detail]).toEqual(['timeout', 'total', 'no total within 1000 ms']);
       expect(elapsed).toBeGreaterThanOrEqual(950);
@@ -303,7 +287,7 @@ describe('gemini adapter against the fake (wire details)', () => {
 
   it('a stream answered as one JSON array (alt=sse dropped on the way) is still read; a cut array is a protocol error', async () => {
     next({ text: 'one two', usage: { prompt: 2, completion: 2 }, jsonArrayStream: true });
-    const events = await collect(await adapter.chatStream(REQ, ctx()));
+    const events = await eventsOf(await adapter.chatStream(REQ, ctx()));
     expect(events).toEqual([
       { type: 'delta', index: 0, content: 'one ' },
       { type: 'delta', index: 0, content: 'two' },
@@ -311,7 +295,7 @@ describe('gemini adapter against the fake (wire details)', () => {
       { type: 'usage', usage: { prompt_tokens: 2, completion_tokens: 2, total_tokens: 4 } },
     ]);
     next({ text: 'one two', truncate: true, jsonArrayStream: true });
-    expect((await rejection(collect(await adapter.chatStream(REQ, ctx())))).kind).toBe('protocol');
+    expect((await upstreamError(eventsOf(await adapter.chatStream(REQ, ctx())))).kind).toBe('protocol');
   });
 
   it('the fake itself: without alt=sse it streams a JSON array, which the adapter would also read', async () => {

@@ -2,10 +2,9 @@ import { Secret } from '../../src/config/secret';
 import { UpstreamHttp } from '../../src/providers/http/upstream-http';
 import { createOpenAiCompatibleAdapter } from '../../src/providers/openai/openai.adapter';
 import type { OpenAiCompatibleFamily } from '../../src/providers/openai/variants';
-import type { ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '../../src/providers/provider-adapter';
-import { UpstreamError } from '../../src/providers/upstream-error';
+import type { ChatRequest, ProviderAdapter, UpstreamTarget } from '../../src/providers/provider-adapter';
 import { fakeEmbedding, OpenAiFake, OpenAiFakeVariant } from '../fakes/openai-fake';
-import { makeTarget, providerContract } from './provider-contract';
+import { eventsOf, makeTarget, providerContract, upstreamError } from './provider-contract';
 
 const http = new UpstreamHttp();
 afterAll(() => http.destroy());
@@ -38,21 +37,6 @@ const REQ: ChatRequest = {
 };
 const ctx = (target: UpstreamTarget) => ({ target, signal: new AbortController().signal, requestId: 'req-openai' });
 
-async function collect(events: AsyncIterable<StreamEvent>): Promise<StreamEvent[]> {
-  const out: StreamEvent[] = [];
-  for await (const e of events) out.push(e);
-  return out;
-}
-
-async function rejection(p: Promise<unknown>): Promise<UpstreamError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(UpstreamError);
-  return err as UpstreamError;
-}
-
 describe('openai-compatible adapter against the fake', () => {
   let fake: OpenAiFake;
   let adapter: ProviderAdapter;
@@ -77,7 +61,7 @@ describe('openai-compatible adapter against the fake', () => {
 
   it('asks for stream usage and reports it once, after the finish', async () => {
     fake.next({ usage: { prompt: 4, completion: 6, reasoning: 2 } });
-    const events = await collect(await adapter.chatStream(REQ, ctx(target())));
+    const events = await eventsOf(await adapter.chatStream(REQ, ctx(target())));
     expect(fake.requests[0].body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
     expect(events.at(-2)).toEqual({ type: 'finish', index: 0, finish_reason: 'stop' });
     expect(events.at(-1)).toEqual({ type: 'usage', usage: { prompt_tokens: 4, completion_tokens: 6, total_tokens: 10, reasoning_tokens: 2 } });
@@ -85,13 +69,13 @@ describe('openai-compatible adapter against the fake', () => {
 
   it('reads usage placed on the finish chunk', async () => {
     fake.next({ usage: { prompt: 3, completion: 5 }, usagePlacement: 'finish' });
-    const usages = (await collect(await adapter.chatStream(REQ, ctx(target())))).filter((e) => e.type === 'usage');
+    const usages = (await eventsOf(await adapter.chatStream(REQ, ctx(target())))).filter((e) => e.type === 'usage');
     expect(usages).toEqual([{ type: 'usage', usage: expect.objectContaining({ prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 }) }]);
   });
 
   it('streams reasoning text and n choices with their indexes', async () => {
     fake.next({ text: 'ok then', reasoning: 'let me think' });
-    const events = await collect(await adapter.chatStream({ ...REQ, n: 2 }, ctx(target())));
+    const events = await eventsOf(await adapter.chatStream({ ...REQ, n: 2 }, ctx(target())));
     expect(fake.requests[0].body.n).toBe(2);
     const text = (i: number) => events.map((e) => (e.type === 'delta' && e.index === i ? (e.content ?? '') : '')).join('');
     const reasoning = events.map((e) => (e.type === 'delta' && e.index === 0 ? (e.reasoning ?? '') : '')).join('');
@@ -101,20 +85,20 @@ describe('openai-compatible adapter against the fake', () => {
 
   it('keeps the error code and retry-after of a 429 and never copies the body into the message kind', async () => {
     fake.next({ errorStatus: 429, retryAfter: 3 });
-    const err = await rejection(adapter.chat(REQ, ctx(target())));
+    const err = await upstreamError(adapter.chat(REQ, ctx(target())));
     expect(err.opts).toMatchObject({ status: 429, retryAfterMs: 3000, code: 'rate_limit_exceeded' });
     expect(err.detail).toContain('Rate limit reached');
   });
 
   it('a wrong key is a 401 status error', async () => {
     fake.next({});
-    const err = await rejection(adapter.chat(REQ, ctx(target({ api_key: new Secret('sk-wrong') }))));
+    const err = await upstreamError(adapter.chat(REQ, ctx(target({ api_key: new Secret('sk-wrong') }))));
     expect(err.opts).toMatchObject({ status: 401, code: 'invalid_api_key' });
   });
 
   it('a non-streaming body cut in the middle is an error, not a result', async () => {
     fake.next({ truncate: true });
-    const err = await rejection(adapter.chat(REQ, ctx(target())));
+    const err = await upstreamError(adapter.chat(REQ, ctx(target())));
     expect(['protocol', 'network']).toContain(err.kind);
     await new Promise((r) => setTimeout(r, 50));
     expect(fake.clientAborts).toBe(0);
@@ -131,7 +115,7 @@ describe('openai-compatible adapter against the fake', () => {
 
   it('an embeddings error is a status error', async () => {
     fake.next({ errorStatus: 503 });
-    expect((await rejection(adapter.embed!({ input: ['x'] }, ctx(target())))).status).toBe(503);
+    expect((await upstreamError(adapter.embed!({ input: ['x'] }, ctx(target())))).status).toBe(503);
   });
 });
 
@@ -155,7 +139,7 @@ describe('groq variant against the fake', () => {
 
   it('counts usage once when it is both in x_groq.usage and in a separate usage chunk', async () => {
     fake.next({ usage: { prompt: 20, completion: 40 }, timing: { queue_time: 0.012, prompt_time: 0.002, completion_time: 0.09 } });
-    const usages = (await collect(await adapter.chatStream(REQ, ctx(target())))).filter((e) => e.type === 'usage');
+    const usages = (await eventsOf(await adapter.chatStream(REQ, ctx(target())))).filter((e) => e.type === 'usage');
     expect(usages).toEqual([
       { type: 'usage', usage: { prompt_tokens: 20, completion_tokens: 40, total_tokens: 60, reasoning_tokens: 0 }, timing: { queue_time: 0.012, prompt_time: 0.002, completion_time: 0.09 } },
     ]);
@@ -163,7 +147,7 @@ describe('groq variant against the fake', () => {
 
   it('reads usage and timing from x_groq alone (the historical placement)', async () => {
     fake.next({ usage: { prompt: 2, completion: 3 }, usagePlacement: 'x_groq' });
-    const events = await collect(await adapter.chatStream(REQ, ctx(target())));
+    const events = await eventsOf(await adapter.chatStream(REQ, ctx(target())));
     expect(events.at(-1)).toMatchObject({ type: 'usage', usage: { prompt_tokens: 2, completion_tokens: 3 }, timing: { queue_time: expect.any(Number) } });
   });
 
@@ -212,15 +196,15 @@ describe('azure variant against the fake', () => {
 
   it('tolerates the first chunk with empty choices and prompt_filter_results', async () => {
     fake.next({ text: 'one two' });
-    const events = await collect(await adapter.chatStream(REQ, ctx(target(AZURE_VERSION))));
+    const events = await eventsOf(await adapter.chatStream(REQ, ctx(target(AZURE_VERSION))));
     expect(events.filter((e) => e.type === 'delta').map((e) => (e.type === 'delta' ? e.content : ''))).toEqual(['one ', 'two']);
   });
 
   it("keeps Azure's content_filter code and prefers retry-after-ms", async () => {
     fake.next({ errorStatus: 400 });
-    expect((await rejection(adapter.chat(REQ, ctx(target(AZURE_VERSION))))).opts).toMatchObject({ status: 400, code: 'content_filter' });
+    expect((await upstreamError(adapter.chat(REQ, ctx(target(AZURE_VERSION))))).opts).toMatchObject({ status: 400, code: 'content_filter' });
     fake.next({ errorStatus: 429, retryAfter: 1 });
-    expect((await rejection(adapter.chat(REQ, ctx(target(AZURE_VERSION))))).retryAfterMs).toBe(1000);
+    expect((await upstreamError(adapter.chat(REQ, ctx(target(AZURE_VERSION))))).retryAfterMs).toBe(1000);
   });
 
   it('embeds through the deployment URL', async () => {

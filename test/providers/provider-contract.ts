@@ -3,6 +3,7 @@ import type { ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '
 import { ERROR_BODY_MAX_BYTES, ERROR_BODY_MAX_MS } from '../../src/providers/http/upstream-call';
 import { UpstreamError } from '../../src/providers/upstream-error';
 import { DEFAULT_TEXT, FakeUpstream, LARGE_ERROR_BODY_BYTES } from '../fakes/fake-upstream';
+import { rejectedWith } from '../support/kit';
 
 export interface ContractSetup {
   adapter: ProviderAdapter;
@@ -43,14 +44,14 @@ async function collect(events: AsyncIterable<StreamEvent>) {
   return { text, reasoning, finishes, usages };
 }
 
-async function upstreamError(p: Promise<unknown>): Promise<UpstreamError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(UpstreamError);
-    return err as UpstreamError;
-  }
-  throw new Error('expected an UpstreamError');
+/** The UpstreamError a call rejects with (the spec fails on anything else). */
+export const upstreamError = (p: Promise<unknown>): Promise<UpstreamError> => rejectedWith(p, UpstreamError);
+
+/** Every event of a stream, in order. */
+export async function eventsOf(events: AsyncIterable<StreamEvent>): Promise<StreamEvent[]> {
+  const all: StreamEvent[] = [];
+  for await (const e of events) all.push(e);
+  return all;
 }
 
 const ctx = (target: UpstreamTarget, signal = new AbortController().signal) => ({ target, signal, requestId: 'req-contract' });
