@@ -13,6 +13,7 @@ import { LearningModule } from './learning/learning.module';
 import { RoutingExplainModule } from './routing-explain/routing-explain.module';
 import { ResponsesModule } from './responses/responses.module';
 import { ResilienceModule } from './resilience/resilience.module';
+import { RetentionModule } from './retention/retention.module';
 import { AppLogger } from './common/logging/logger';
 import { LoggerModule } from './common/logging/logger.module';
 import { AppConfig } from './config/app-config';
@@ -45,6 +46,7 @@ export class AppModule implements NestModule {
         ExperimentsModule,
         FeedbackModule,
         LearningModule,
+        RetentionModule,
         RoutingExplainModule,
         AdminModule,
       ],

@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { runCli } from '../src/cli/main';
+import { loadEnv } from '../src/config/env';
+import { createSqlStore } from '../src/stores/sql/sql-store.factory';
 import { startTestApp, TestApp } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/postgres';
 import { ProbeController } from './support/probe.controller';
@@ -143,6 +145,83 @@ describe('gateway orgs list (embedded)', () => {
     expect(r.stdout.split('\n')[0]).toBe('id\tplan\tfeatures\tmonthly_limit\tkill_switches\tactive_keys\tsource');
     // Opening PGlite and migrating takes seconds; an order of magnitude more means something is wrong.
     expect(r.ms).toBeLessThan(20_000);
+  });
+});
+
+describe('gateway prune (embedded)', () => {
+  const dataDir = mkdtempSync(join(tmp, 'prune-'));
+  const env = () => ({ GATEWAY_DATA_DIR: dataDir, GATEWAY_CONFIG: file('prune.yaml', 'learning: { window_days: 30 }\n') });
+  /** Old traces left, and whether their day's partition is still there. */
+  const left = async (): Promise<{ traces: number; partition: boolean }> => {
+    const store = await createSqlStore(loadEnv(env()));
+    try {
+      const { rows } = await store.query<{ traces: number; partition: boolean }>(
+        `SELECT (SELECT count(*)::int FROM decision_traces WHERE created_at < '2021-01-01') AS traces, to_regclass('decision_traces_p20200101') IS NOT NULL AS partition`,
+        [],
+      );
+      return rows[0];
+    } finally {
+      await store.close();
+    }
+  };
+
+  beforeAll(async () => {
+    // A day long past retention, with its partition, and a stray old trace in the default partition.
+    const store = await createSqlStore(loadEnv(env()));
+    try {
+      await store.query(
+        `CREATE TABLE decision_traces_p20200101 PARTITION OF decision_traces
+           FOR VALUES FROM (timestamptz '2020-01-01 00:00:00+00') TO (timestamptz '2020-01-02 00:00:00+00')`,
+        [],
+      );
+      await store.query(
+        `INSERT INTO decision_traces (id, request_id, org_id, api_key_id, endpoint, requested_model, status, latency_ms, created_at)
+         SELECT g, 'old-' || g, 'acme', 'k', 'chat', 'auto', 200, 1, timestamptz '2020-01-01 12:00:00+00' FROM generate_series(1, 3) g
+         UNION ALL SELECT 4, 'stray', 'acme', 'k', 'chat', 'auto', 200, 1, timestamptz '2020-02-01 12:00:00+00'`,
+        [],
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('--dry-run reports the partitions it would drop and the rows it would delete, and changes nothing', async () => {
+    const r = await cli(['prune', '--dry-run'], env());
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^decision_traces: before \d{4}-\d{2}-\d{2}T[\d:.]+Z \(retention\.traces_days = 30\)$/);
+    expect(lines.slice(1, 3)).toEqual([expect.stringMatching(/^  drop decision_traces_p20200101: 3 traces, \d+\.\d MiB$/), '  delete 1 rows of decision_traces_default']);
+    expect(lines.slice(3)).toEqual([
+      expect.stringMatching(/^feedback: before \S+ \(retention\.feedback_days = 30\)$/),
+      '  nothing to prune',
+      'experiment_events: kept (retention.lifecycle_events_days is null)',
+      expect.stringMatching(/^rollups: before \S+ \(retention\.rollups_days = 400\)$/),
+      '  nothing to prune',
+      'dry run: nothing was changed',
+    ]);
+  });
+
+  it('refuses a --before inside the learning window (exit 1, one line) and an unreadable one (exit 2), touching nothing', async () => {
+    const inside = new Date(Date.now() - 10 * 86_400_000).toISOString().slice(0, 10);
+    const r = await cli(['prune', '--before', inside], env());
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(new RegExp(`^gateway: --before ${inside}T00:00:00\\.000Z is inside the learning window \\(learning\\.window_days = 30\\): nothing after \\S+ may be pruned\\n$`));
+    const bad = await cli(['prune', '--before', 'last tuesday'], env());
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('give a UTC day (YYYY-MM-DD)');
+  });
+
+  it('drops the partitions whole and deletes the stray traces (after the dry run and the refusals changed nothing); --before prunes up to the day given', async () => {
+    // Still all there after the dry run and the refused commands above.
+    expect(await left()).toEqual({ traces: 4, partition: true });
+    const first = await cli(['prune', '--before', '2020-01-01'], env());
+    expect(first).toMatchObject({ code: 0, stderr: '' });
+    expect(first.stdout).toContain('decision_traces: before 2020-01-01T00:00:00.000Z (--before)\n  nothing to prune\n');
+    const r = await cli(['prune'], env());
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(r.stdout.trimEnd().split('\n').pop()).toBe('pruned: 1 partitions dropped, 1 rows deleted');
+    expect(await left()).toEqual({ traces: 0, partition: false });
   });
 });
 

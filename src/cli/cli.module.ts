@@ -5,10 +5,11 @@ import { AppConfig } from '../config/app-config';
 import { ConfigModule } from '../config/config.module';
 import { MetricsModule } from '../metrics/metrics.module';
 import { ResilienceModule } from '../resilience/resilience.module';
+import { RetentionCliModule } from '../retention/retention.module';
 import { StoresModule } from '../stores/stores.module';
 import { TenancyModule } from '../tenancy/tenancy.module';
 
-/** What the admin commands need: config, stores and tenancy, without the HTTP layer. */
+/** What the admin commands need: config, stores, tenancy and retention, without the HTTP layer (and without the periodic jobs). */
 @Module({})
 export class CliModule {
   static forRoot(config: AppConfig, logger: AppLogger): DynamicModule {
@@ -21,6 +22,7 @@ export class CliModule {
         ResilienceModule,
         StoresModule,
         TenancyModule,
+        RetentionCliModule,
       ],
     };
   }

@@ -9,11 +9,13 @@ import { AppConfig, readAppConfig, readGatewayFile } from '../config/app-config'
 import { PERMISSIONS, Permission } from '../config/gateway-config.schema';
 import { ConfigError } from '../config/schema';
 import { serve } from '../serve';
+import { RetentionService } from '../retention/retention.service';
 import { TenancyService } from '../tenancy/tenancy.service';
 import { CliModule } from './cli.module';
+import { addPruneCommand } from './prune.command';
 
 /**
- * The `gateway` command (README "CLI"): serve, migrate, config check, and organisation/key admin.
+ * The `gateway` command (README "CLI"): serve, migrate, config check, organisation/key admin, and prune.
  * Exit codes: 0 done, 1 failed (one line on stderr, no stack trace), 2 usage error.
  */
 class CliFailure extends Error {}
@@ -25,13 +27,13 @@ function permissionsArg(value: string): Permission[] {
   return [...new Set(list)] as Permission[];
 }
 
-/** Runs `fn` with the stores and tenancy of the configured deployment, then closes them. */
-async function withContext<T>(fn: (ctx: { tenancy: TenancyService; config: AppConfig }) => Promise<T>): Promise<T> {
+/** Runs `fn` with the stores, tenancy and retention of the configured deployment, then closes them. */
+async function withContext<T>(fn: (ctx: { tenancy: TenancyService; retention: RetentionService; config: AppConfig }) => Promise<T>): Promise<T> {
   const config = readAppConfig();
   const logger = { pino: createLogger(config.env.logLevel === 'info' ? 'warn' : config.env.logLevel) };
   const ctx = await NestFactory.createApplicationContext(CliModule.forRoot(config, logger), { logger: false, abortOnError: false });
   try {
-    return await fn({ tenancy: ctx.get(TenancyService), config });
+    return await fn({ tenancy: ctx.get(TenancyService), retention: ctx.get(RetentionService), config });
   } finally {
     await ctx.close();
   }
@@ -113,6 +115,7 @@ export function buildCli(out: (s: string) => void = (s) => process.stdout.write(
         }
       }),
     );
+  addPruneCommand(program, out, withContext, (message) => new CliFailure(message));
   return program;
 }
 

@@ -244,6 +244,24 @@ const stores = section(
  */
 const traces = section({ spool_max_bytes: withDefault(int({ min: 0, max: 2 ** 50 }), 256 * 1024 * 1024) }, 'traces');
 
+const days = () => num({ min: 0.001, max: 36_500 });
+
+/**
+ * Retention (docs/architecture.md "Retention"; README "Configuration"): how many days of each kind
+ * of row are kept; null = forever. Traces and feedback default to, and may not go below, the
+ * learning window (`learning.window_days`): the loader resolves and checks that across sections.
+ * Experiment lifecycle events are kept by default; rollups 400 days.
+ */
+const retention = section(
+  {
+    traces_days: optional(days()),
+    feedback_days: optional(nullable(days())),
+    lifecycle_events_days: withDefault(nullable(days()), null),
+    rollups_days: optional(nullable(days())),
+  },
+  'retention',
+);
+
 export const gatewayConfigSchema = obj({
   providers: withDefault(record(provider, id()), {}),
   models: withDefault(record(model, str({ pattern: /^[^,\s/][^,\s]*$/, what: 'a model id without commas or spaces' })), {}),
@@ -258,6 +276,7 @@ export const gatewayConfigSchema = obj({
   breakers,
   stores,
   traces,
+  retention,
 });
 
 export type RawGatewayConfig = Infer<typeof gatewayConfigSchema>;

@@ -129,6 +129,15 @@ export interface GatewayConfig {
   breakers: RawGatewayConfig['breakers'];
   stores: RawGatewayConfig['stores'];
   traces: RawGatewayConfig['traces'];
+  retention: RetentionSpec;
+}
+
+/** Days kept of each kind of row (null = forever), resolved against the learning window. */
+export interface RetentionSpec {
+  traces_days: number;
+  feedback_days: number | null;
+  lifecycle_events_days: number | null;
+  rollups_days: number | null;
 }
 
 type Raw = RawGatewayConfig;
@@ -145,6 +154,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
   const firewall = firewallOf(raw.firewall, routes);
   const learning = learningOf(raw.learning);
   const routing = routingOf(raw.routing);
+  const retention = retentionOf(raw.retention, learning);
   // Templates, limits, metrics, breakers, stores and traces have no rule across fields: the schema's checks are all.
   return deepFreeze({
     providers,
@@ -160,6 +170,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     breakers: raw.breakers,
     stores: raw.stores,
     traces: raw.traces,
+    retention,
   });
 }
 
@@ -370,6 +381,31 @@ function learningOf(raw: Raw['learning']): Raw['learning'] {
     throw new ConfigError('learning.weights', `score and useful must sum to 1 (the outcome stays in [0, 1]), got ${w.score + w.useful}`);
   }
   return raw;
+}
+
+/** Rollups are kept this long by default, or as long as the learning window when that is longer. */
+const ROLLUPS_DAYS = 400;
+
+/**
+ * Retention never lets go of what the learning loop reads: traces and feedback default to the
+ * learning window and may not be shorter; rollups default to 400 days (or the window if longer) and
+ * may not be shorter than the window either.
+ */
+function retentionOf(raw: Raw['retention'], learning: Raw['learning']): RetentionSpec {
+  const window = learning.window_days;
+  const atLeastWindow = (key: string, v: number | null): number | null => {
+    if (v !== null && v < window) {
+      throw new ConfigError(`retention.${key}`, `must be at least learning.window_days (${window}): the learning loop reads that far back, got ${v}`);
+    }
+    return v;
+  };
+  const traces = atLeastWindow('traces_days', raw.traces_days ?? window)!;
+  return {
+    traces_days: traces,
+    feedback_days: atLeastWindow('feedback_days', raw.feedback_days === undefined ? traces : raw.feedback_days),
+    lifecycle_events_days: raw.lifecycle_events_days,
+    rollups_days: atLeastWindow('rollups_days', raw.rollups_days === undefined ? Math.max(ROLLUPS_DAYS, window) : raw.rollups_days),
+  };
 }
 
 /** The learning router's cross-field rules: n_min ≤ n_steady, and each phase's signal weights sum to 1 with some weight on what it learns from. */
