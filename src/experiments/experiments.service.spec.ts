@@ -1,11 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import pino from 'pino';
+import { makeCaller as kitCaller, makeConfig, makeExperiment, ManualClock, rejectedWith, silentLogger, SwitchableCache, UnusedSql } from '../../test/support/kit';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
-import { AppConfig } from '../config/app-config';
-import { loadEnv } from '../config/env';
-import { loadGatewayConfig } from '../config/gateway-config';
-import { UnusedSql } from '../../test/support/kit';
 import { LimitsService } from '../limits/limits.service';
 import { MonthlyUsageRepository } from '../limits/monthly-usage.repository';
 import { MetricsService } from '../metrics/metrics.service';
@@ -20,19 +16,19 @@ import { ExperimentRegressionSink } from './experiment-regression.sink';
 import { ExperimentsRepository } from './experiments.repository';
 import { ExperimentsService } from './experiments.service';
 
-type PublicOf<T> = { [K in keyof T]: T[K] };
-
-/** In-memory twin of ExperimentsRepository: same answers, transactions undone when they throw. */
-class InMemoryExperimentsRepository implements PublicOf<ExperimentsRepository> {
+/** In-memory twin of ExperimentsRepository: same answers, transactions undone when they throw; no SQL is reached. */
+class InMemoryExperimentsRepository extends ExperimentsRepository {
   rows: ExperimentRecord[] = [];
   events: ExperimentEvent[] = [];
   /** Set to make every call fail as a dead store would. */
   down = false;
   private readonly tx: SqlExecutor = { query: () => Promise.reject(new Error('the fake has no SQL')) };
 
-  constructor(private readonly now: () => number) {}
+  constructor(private readonly now: () => number) {
+    super(new UnusedSql());
+  }
 
-  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+  override async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     this.check();
     const rows = this.rows.map((r) => ({ ...r }));
     const events = [...this.events];
@@ -45,30 +41,30 @@ class InMemoryExperimentsRepository implements PublicOf<ExperimentsRepository> {
     }
   }
 
-  async listForOrg(orgId: string): Promise<ExperimentRecord[]> {
+  override async listForOrg(orgId: string): Promise<ExperimentRecord[]> {
     this.check();
     return this.rows.filter((r) => r.orgId === orgId).reverse().map((r) => ({ ...r }));
   }
 
-  async listActiveForOrg(orgId: string): Promise<ExperimentRecord[]> {
+  override async listActiveForOrg(orgId: string): Promise<ExperimentRecord[]> {
     this.check();
     return this.rows.filter((r) => r.orgId === orgId && r.status === 'active').map((r) => ({ ...r }));
   }
 
-  async listActive(): Promise<ExperimentRecord[]> {
+  override async listActive(): Promise<ExperimentRecord[]> {
     this.check();
     return this.rows.filter((r) => r.status === 'active').map((r) => ({ ...r }));
   }
 
-  async lockForOrg(orgId: string, id: string): Promise<ExperimentRecord | null> {
+  override async lockForOrg(orgId: string, id: string): Promise<ExperimentRecord | null> {
     return this.copy(this.rows.find((r) => r.id === id && r.orgId === orgId));
   }
 
-  async lockById(id: string): Promise<ExperimentRecord | null> {
+  override async lockById(id: string): Promise<ExperimentRecord | null> {
     return this.copy(this.rows.find((r) => r.id === id));
   }
 
-  async insertActive(e: NewExperiment): Promise<ExperimentRecord | null> {
+  override async insertActive(e: NewExperiment): Promise<ExperimentRecord | null> {
     const same = (a: { provider: string; model: string }, b: { provider: string; model: string }) => a.provider === b.provider && a.model === b.model;
     if (this.rows.some((r) => r.orgId === e.orgId && r.status === 'active' && same(r.baseline, e.baseline) && same(r.candidate, e.candidate))) return null;
     const now = new Date(this.now());
@@ -77,18 +73,18 @@ class InMemoryExperimentsRepository implements PublicOf<ExperimentsRepository> {
     return { ...row };
   }
 
-  async end(id: string, status: 'completed' | 'rolled_back', summary: Record<string, unknown> | null): Promise<ExperimentRecord | null> {
+  override async end(id: string, status: 'completed' | 'rolled_back', summary: Record<string, unknown> | null): Promise<ExperimentRecord | null> {
     const row = this.rows.find((r) => r.id === id && (r.status === 'draft' || r.status === 'active'));
     if (!row) return null;
     Object.assign(row, { status, endedAt: new Date(this.now()), summary: summary ?? row.summary });
     return { ...row };
   }
 
-  async insertEvent(e: ExperimentEvent): Promise<void> {
+  override async insertEvent(e: ExperimentEvent): Promise<void> {
     this.events.push(e);
   }
 
-  async lockAndCountCreates(orgId: string, windowMs: number): Promise<{ count: number; retryAfterMs: number }> {
+  override async lockAndCountCreates(orgId: string, windowMs: number): Promise<{ count: number; retryAfterMs: number }> {
     const inWindow = this.rows.filter((r) => r.orgId === orgId && r.createdAt.getTime() > this.now() - windowMs);
     const oldest = Math.min(...inWindow.map((r) => r.createdAt.getTime()));
     return { count: inWindow.length, retryAfterMs: inWindow.length ? oldest + windowMs - this.now() : 0 };
@@ -104,17 +100,7 @@ class InMemoryExperimentsRepository implements PublicOf<ExperimentsRepository> {
 }
 
 /** A cache store whose every call fails (Redis down). */
-class DeadCacheStore extends MemoryCacheStore {
-  override hitWindows(): never {
-    throw new Error('redis down');
-  }
-  override get(): never {
-    throw new Error('redis down');
-  }
-  override set(): never {
-    throw new Error('redis down');
-  }
-}
+const deadCache = (): SwitchableCache => Object.assign(new SwitchableCache(), { down: true });
 
 /** The regressions a rollback recorded, in order; `failing` makes every record reject. */
 class RecordingRegressionSink extends ExperimentRegressionSink {
@@ -138,9 +124,7 @@ models:
 limits: { experiment_creates_per_hour: 3 }
 `;
 
-function makeCaller(overrides: Partial<Caller> = {}): Caller {
-  return { orgId: 'acme', keyId: 'acme-rw', plan: 'pro', features: ['has_test_ab'], permissions: ['read', 'write'], killSwitches: [], monthlyRequestLimit: null, ...overrides };
-}
+const makeCaller = (overrides: Partial<Caller> = {}): Caller => kitCaller({ features: ['has_test_ab'], ...overrides });
 
 function makeDto(overrides: Partial<Record<keyof CreateExperimentDto, unknown>> = {}): CreateExperimentDto {
   return {
@@ -153,20 +137,20 @@ function makeDto(overrides: Partial<Record<keyof CreateExperimentDto, unknown>> 
 }
 
 function setup(opts: { cache?: CacheStore; yaml?: string; activeCacheTtlMs?: number } = {}) {
-  let clock = Date.UTC(2025, 0, 15, 12, 0, 0);
-  const now = () => clock;
+  const clock = new ManualClock(Date.UTC(2025, 0, 15, 12, 0, 0));
+  const now = clock.now;
   const repo = new InMemoryExperimentsRepository(now);
   const cache = opts.cache ?? new MemoryCacheStore({ now });
-  const config = new AppConfig(loadEnv({ GATEWAY_DATA_DIR: '/tmp/unused' }), loadGatewayConfig(opts.yaml ?? YAML, {}));
+  const config = makeConfig(opts.yaml ?? YAML, { GATEWAY_DATA_DIR: '/tmp/unused' });
   const regressions = new RecordingRegressionSink();
   /** Another service over the same stores: a second replica (with its own limits service, as every replica has). */
   const replica = () => {
     const metrics = new MetricsService();
-    const logger = { pino: pino({ level: 'silent' }) };
+    const logger = silentLogger();
     const fallback = new StoreFallback(metrics, logger);
     const limits = new LimitsService(cache, new MonthlyUsageRepository(new UnusedSql()), metrics, logger, fallback, config, { now });
     return new ExperimentsService(
-      repo as unknown as ExperimentsRepository,
+      repo,
       cache,
       config,
       limits,
@@ -175,18 +159,10 @@ function setup(opts: { cache?: CacheStore; yaml?: string; activeCacheTtlMs?: num
       regressions,
     );
   };
-  return { service: replica(), replica, repo, regressions, advance: (ms: number) => (clock += ms) };
+  return { service: replica(), replica, repo, regressions, advance: (ms: number) => clock.advance(ms) };
 }
 
-async function failure(p: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(GatewayError);
-    return err as GatewayError;
-  }
-  throw new Error('expected a GatewayError');
-}
+const failure = (p: Promise<unknown>): Promise<GatewayError> => rejectedWith(p, GatewayError);
 
 describe('ExperimentsService.create', () => {
   it('stores an active experiment with the stop-rule defaults and writes created then started with the actor', async () => {
@@ -255,7 +231,7 @@ describe('ExperimentsService.create', () => {
   });
 
   it('cache store down: the budget is counted from the analytics store, with its Retry-After', async () => {
-    const { service, repo, advance } = setup({ cache: new DeadCacheStore() });
+    const { service, repo, advance } = setup({ cache: deadCache() });
     await service.create(makeCaller(), makeDto());
     advance(600_000);
     await service.create(makeCaller(), makeDto({ candidate: { provider: 'mock', model: 'both' } }));
@@ -391,25 +367,19 @@ describe('ExperimentsService across replicas (shared version token)', () => {
   });
 
   it('an organisation whose cached list is empty costs no cache-store read until the TTL passes', async () => {
-    let gets = 0;
-    class CountingCache extends MemoryCacheStore {
-      override get(key: string): Promise<string | null> {
-        gets++;
-        return super.get(key);
-      }
-    }
-    const { service, advance } = setup({ cache: new CountingCache(), activeCacheTtlMs: 1_000 });
+    const cache = new SwitchableCache();
+    const { service, advance } = setup({ cache, activeCacheTtlMs: 1_000 });
     await service.activeFor('acme');
-    const first = gets;
+    const first = cache.callsOf.get;
     for (let i = 0; i < 5; i++) await service.activeFor('acme');
-    expect(gets).toBe(first);
+    expect(cache.callsOf.get).toBe(first);
     advance(1_000);
     await service.activeFor('acme');
-    expect(gets).toBe(first + 1);
+    expect(cache.callsOf.get).toBe(first + 1);
   });
 
   it('cache store down: writes still succeed, and other replicas see them once the TTL passed', async () => {
-    const { service: a, replica, advance } = setup({ cache: new DeadCacheStore(), activeCacheTtlMs: 1_000 });
+    const { service: a, replica, advance } = setup({ cache: deadCache(), activeCacheTtlMs: 1_000 });
     const b = replica();
     const e = await a.create(makeCaller(), makeDto());
     expect((await b.activeFor('acme')).map((x) => x.id)).toEqual([e.id]);
@@ -460,21 +430,18 @@ describe('ExperimentsService regressions on rollback', () => {
 
 describe('toExperimentJson', () => {
   it('has exactly the contract fields, times in ISO 8601 UTC, and no stop rule', () => {
-    const json = toExperimentJson({
-      id: 'e1',
-      orgId: 'acme',
-      type: 'canary',
-      status: 'rolled_back',
-      trafficPct: 12.5,
-      baseline: { provider: 'mock', model: 'fast' },
-      candidate: { provider: 'mock', model: 'smart' },
-      stopRule: { minN: 100, maxRegression: 0.05 },
-      summary: null,
-      startedAt: new Date(Date.UTC(2025, 0, 1, 10, 0, 0, 5)),
-      endedAt: new Date(Date.UTC(2025, 0, 1, 11, 0, 0)),
-      createdAt: new Date(0),
-      createdByKeyId: 'k',
-    });
+    const json = toExperimentJson(
+      makeExperiment({
+        status: 'rolled_back',
+        trafficPct: 12.5,
+        baseline: { provider: 'mock', model: 'fast' },
+        candidate: { provider: 'mock', model: 'smart' },
+        stopRule: { minN: 100, maxRegression: 0.05 },
+        startedAt: new Date(Date.UTC(2025, 0, 1, 10, 0, 0, 5)),
+        endedAt: new Date(Date.UTC(2025, 0, 1, 11, 0, 0)),
+        createdAt: new Date(0),
+      }),
+    );
     expect(json).toEqual({
       id: 'e1',
       type: 'canary',
