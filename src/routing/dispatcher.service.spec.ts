@@ -1,8 +1,5 @@
-import pino from 'pino';
 import { OpenAiFake } from '../../test/fakes/openai-fake';
-import { AppConfig } from '../config/app-config';
-import { loadEnv } from '../config/env';
-import { loadGatewayConfig } from '../config/gateway-config';
+import { makeConfig, silentLogger } from '../../test/support/kit';
 import { MetricsService } from '../metrics/metrics.service';
 import { CircuitBreakerOptions, CircuitBreakerService } from '../resilience/circuit-breaker/circuit-breaker.service';
 import { StoreFallback } from '../resilience/store-fallback';
@@ -17,10 +14,10 @@ const REF = { provider: 'up', model: 'm' };
 
 /** The dispatcher with the real registry, adapters and breakers on `store`, for this gateway YAML; `close` ends them all. */
 function makeDispatcher(yaml: string, store: MemoryCacheStore, breakerOptions?: CircuitBreakerOptions) {
-  const config = new AppConfig(loadEnv({}), loadGatewayConfig(yaml, {}));
+  const config = makeConfig(yaml);
   const metrics = new MetricsService();
   const registry = new ProviderRegistry(config);
-  const logger = { pino: pino({ level: 'silent' }) };
+  const logger = silentLogger();
   const breakers = new CircuitBreakerService(store, metrics, logger, new StoreFallback(metrics, logger), config, breakerOptions);
   const close = async () => {
     registry.onApplicationShutdown();
