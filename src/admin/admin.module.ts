@@ -1,9 +1,10 @@
 import { Module } from '@nestjs/common';
+import { AdminExperimentsModule } from './experiments/admin-experiments.module';
 import { AdminKeysModule } from './keys/admin-keys.module';
 
 /**
  * The operators' REST API under /v1/admin (docs/api.md "Admin API"): one sub-module per resource,
  * every route behind the `admin` permission and scoped to the caller's organisation.
  */
-@Module({ imports: [AdminKeysModule] })
+@Module({ imports: [AdminKeysModule, AdminExperimentsModule] })
 export class AdminModule {}

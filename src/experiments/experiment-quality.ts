@@ -69,7 +69,8 @@ function qualityOf(type: ExperimentRecord['type'], s: ArmStats): number | null {
   return QUALITY_WEIGHTS.score * s.scoreMean + QUALITY_WEIGHTS.useful * s.usefulRate + QUALITY_WEIGHTS.success * success;
 }
 
-function summaryOf(e: ExperimentRecord, arm: ExperimentArm, s: ArmStats): ArmSummary {
+/** One arm's figures as the stop rule sees them (also the Admin API's live figures of a running experiment). */
+export function summaryOf(e: ExperimentRecord, arm: ExperimentArm, s: ArmStats): ArmSummary {
   const target = arm === 'baseline' ? e.baseline : e.candidate;
   return {
     provider: target.provider,

@@ -31,6 +31,7 @@ import { ExperimentsService } from './experiments.service';
     // A rollback's regression goes to the routing issue's record, which explain's evidence reads.
     { provide: ExperimentRegressionSink, useExisting: RegressionsService },
   ],
-  exports: [ExperimentsService, ExperimentRouter],
+  // The stop rules' figures too: the Admin API shows them for a running experiment.
+  exports: [ExperimentsService, ExperimentRouter, ExperimentStatsRepository],
 })
 export class ExperimentsModule {}

@@ -170,3 +170,6 @@ export class ExperimentsRepository {
     return { count: Number(rows[0]?.n ?? 0), retryAfterMs: Math.max(0, Number(rows[0]?.retry_ms ?? 0)) };
   }
 }
+
+/** The row shape and its mapping, for the Admin API's read-only repository of these tables (src/admin/experiments). */
+export { COLUMNS as EXPERIMENT_COLUMNS, toRecord as toExperimentRecord, type ExperimentRow };
