@@ -122,3 +122,24 @@ ${models}
     expect(targetsOf('  m: { provider: gem, structured_output: converted_schema }', 'm')).toEqual([['gem', 'converted_schema']]);
   });
 });
+
+describe('models.<id>.timeouts', () => {
+  it('apply to every provider entry of the model; an entry sets its own where it gives them', () => {
+    const cfg = loadGatewayConfig(
+      `
+providers:
+  a: { family: mock }
+  b: { family: mock }
+models:
+  one: { provider: a, timeouts: { connect_ms: 1500 } }
+  m: { timeouts: { connect_ms: 1234, total_ms: 9000 }, providers: { a: {}, b: { timeouts: { connect_ms: 50, idle_ms: 9 } } } }
+`,
+      {},
+    );
+    expect(cfg.models.one.targets[0].timeouts).toEqual({ connect_ms: 1500 });
+    expect(cfg.models.m.targets.map((t) => t.timeouts)).toEqual([
+      { connect_ms: 1234, total_ms: 9000 },
+      { connect_ms: 50, idle_ms: 9, total_ms: 9000 },
+    ]);
+  });
+});

@@ -209,13 +209,11 @@ function parseYamlText(text: string): unknown {
   }
 }
 
-/** Every key present (undefined when unset), as the merge of a model's and its provider entry's timeouts expects. */
-const timeoutsOf = (t?: Timeouts): Timeouts => ({
-  connect_ms: t?.connect_ms,
-  first_token_ms: t?.first_token_ms,
-  idle_ms: t?.idle_ms,
-  total_ms: t?.total_ms,
-});
+/** Each timeout from the first layer that sets it (a model's provider entry, then the model); undefined when none does. */
+const timeoutsOf = (...layers: (Timeouts | undefined)[]): Timeouts => {
+  const first = (k: keyof Timeouts) => layers.find((l) => l?.[k] !== undefined)?.[k];
+  return { connect_ms: first('connect_ms'), first_token_ms: first('first_token_ms'), idle_ms: first('idle_ms'), total_ms: first('total_ms') };
+};
 
 function providersOf(raw: Raw['providers']): Record<string, ProviderSpec> {
   const providers = keyedMap<ProviderSpec>();
@@ -270,7 +268,7 @@ function modelTargets(id: string, m: RawModel): ModelTargetSpec[] {
   return Object.entries(m.providers).map(([p, t]) => ({
     provider: p,
     upstream: t.upstream ?? id,
-    timeouts: { ...timeoutsOf(m.timeouts), ...timeoutsOf(t.timeouts) },
+    timeouts: timeoutsOf(t.timeouts, m.timeouts),
     structured_output: t.structured_output ?? m.structured_output,
   }));
 }

@@ -1,5 +1,5 @@
 import { latencyBinSql } from '../learning/rollups/latency-histogram';
-import { backfill, BACKFILL_CHUNK, lock, maxTxid, readState, RollupState, writeState } from '../learning/rollups/rollup-state';
+import { backfill, BackfillLimits, lock, maxTxid, readState, RollupState, writeState } from '../learning/rollups/rollup-state';
 import type { SqlExecutor } from '../stores/sql/sql-store';
 
 /*
@@ -134,14 +134,13 @@ const ENDED_SESSIONS = `DELETE FROM rollup_experiment_sessions WHERE experiment_
 /* Where a first backfill starts: the earliest active experiment's start, less the 5 minutes of margin. */
 const BACKFILL_START = `SELECT min(COALESCE(started_at, created_at)) - interval '5 minutes' AS start FROM experiments WHERE status = 'active'`;
 
-/* The BACKFILL_CHUNK-th experiment trace still to take in at or after $2, in created_at order. */
+/* The $3-th experiment trace still to take in at or after $2, in created_at order. */
 const BACKFILL_END = `
   SELECT t.created_at FROM decision_traces t
   WHERE (t.txid IS NULL OR t.txid < $1::bigint) AND t.created_at >= $2::timestamptz AND t.experiment_id IS NOT NULL
   ORDER BY t.created_at OFFSET $3 LIMIT 1`;
 
 const LOCK = 'routing-gateway:rollups:experiments';
-const DEFAULT_BACKFILL_BUDGET_MS = 1_000;
 
 export interface ExperimentRollupsView {
   /** False while the first backfill is under way: the sums are still partial. */
@@ -150,7 +149,7 @@ export interface ExperimentRollupsView {
 
 /** Brings the experiment rollups up to date inside the caller's transaction (see LearningRollups). */
 export class ExperimentRollups {
-  async catchUp(tx: SqlExecutor, backfillBudgetMs = DEFAULT_BACKFILL_BUDGET_MS): Promise<ExperimentRollupsView> {
+  async catchUp(tx: SqlExecutor, limits?: BackfillLimits): Promise<ExperimentRollupsView> {
     await lock(tx, LOCK);
     const { state: stored, xmin } = await readState(tx, 'experiments');
     let state: RollupState;
@@ -180,9 +179,9 @@ export class ExperimentRollups {
       const backfillTxid = state.backfillTxid;
       state = await backfill(
         state,
-        backfillBudgetMs,
-        async (from) => {
-          const r = await tx.query<{ created_at: Date | string }>(BACKFILL_END, [backfillTxid, from.toISOString(), BACKFILL_CHUNK]);
+        limits,
+        async (from, chunkRows) => {
+          const r = await tx.query<{ created_at: Date | string }>(BACKFILL_END, [backfillTxid, from.toISOString(), chunkRows]);
           return r.rows.length ? new Date(r.rows[0].created_at) : null;
         },
         async (from, until) => {

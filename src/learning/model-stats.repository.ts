@@ -3,6 +3,7 @@ import { SqlStore } from '../stores/sql/sql-store';
 import { ModelStats } from './model-stats';
 import { percentilesSql } from './rollups/latency-histogram';
 import { LearningRollups } from './rollups/learning-rollups';
+import type { BackfillLimits } from './rollups/rollup-state';
 
 export interface AggregationParams {
   /** How far back traces and feedback count (config `learning.window_days`), in seconds. */
@@ -11,8 +12,8 @@ export interface AggregationParams {
   weights: { score: number; useful: number };
   /** When the window ends; default the store's clock (tests and the bench move it). */
   at?: Date;
-  /** How long one beat may spend on a backfill under way (LearningWindow.backfillBudgetMs). */
-  backfillBudgetMs?: number;
+  /** How much of a backfill under way one beat takes on (defaults suit production). */
+  backfill?: BackfillLimits;
 }
 
 /** `done`: the table was recomputed; `skipped`: another replica held the lock and was recomputing it. */
@@ -262,7 +263,7 @@ export class ModelStatsRepository {
     return this.sql.transaction(async (tx) => {
       const { rows } = await tx.query<{ locked: boolean }>(TRY_LOCK, []);
       if (!rows[0]?.locked) return 'skipped';
-      const view = await this.rollups.catchUp(tx, { windowSeconds: p.windowSeconds, at: p.at, backfillBudgetMs: p.backfillBudgetMs });
+      const view = await this.rollups.catchUp(tx, { windowSeconds: p.windowSeconds, at: p.at, backfill: p.backfill });
       if (!view.complete || view.windowStart === null) return 'done';
       await tx.query(CLEAR, []);
       await tx.query(REWRITE, [p.weights.score, p.weights.useful, view.windowStart.toISOString()]);

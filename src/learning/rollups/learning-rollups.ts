@@ -2,7 +2,7 @@ import type { SqlExecutor } from '../../stores/sql/sql-store';
 import { latencyBinSql } from './latency-histogram';
 import {
   backfill,
-  BACKFILL_CHUNK,
+  BackfillLimits,
   bucketCeil,
   bucketOf,
   maxTxid,
@@ -275,7 +275,7 @@ const CLEAR = [
   'DELETE FROM rollup_window_latency',
 ];
 
-/* The BACKFILL_CHUNK-th row still to take in at or after $3 (S or later), in created_at order. */
+/* The $3-th row still to take in at or after $2 (S or later), in created_at order. */
 const BACKFILL_END = `
   SELECT created_at FROM decision_traces t
   WHERE (t.txid IS NULL OR t.txid < $1::bigint) AND t.created_at >= $2::timestamptz
@@ -291,8 +291,8 @@ export interface LearningWindow {
   windowSeconds: number;
   /** When the window ends; default the store's clock (tests and the bench move it). */
   at?: Date;
-  /** How long the beat may spend on backfill chunks (a beat takes at least one while one is due). */
-  backfillBudgetMs?: number;
+  /** How much backfill one beat takes on (rollup-state.ts). */
+  backfill?: BackfillLimits;
 }
 
 export interface LearningRollupsView {
@@ -301,8 +301,6 @@ export interface LearningRollupsView {
   /** False while a backfill is under way: the window's sums are still partial. */
   complete: boolean;
 }
-
-const DEFAULT_BACKFILL_BUDGET_MS = 1_000;
 
 /**
  * Brings the learning rollups up to date inside the caller's transaction: slides the window, takes
@@ -345,9 +343,9 @@ export class LearningRollups {
       if (state.backfillFrom === null || state.backfillFrom < state.windowStart!) state = { ...state, backfillFrom: state.windowStart };
       state = await backfill(
         state,
-        w.backfillBudgetMs ?? DEFAULT_BACKFILL_BUDGET_MS,
-        async (from) => {
-          const r = await tx.query<{ created_at: Date | string }>(BACKFILL_END, [backfillTxid, from.toISOString(), BACKFILL_CHUNK]);
+        w.backfill,
+        async (from, chunkRows) => {
+          const r = await tx.query<{ created_at: Date | string }>(BACKFILL_END, [backfillTxid, from.toISOString(), chunkRows]);
           return r.rows.length ? new Date(r.rows[0].created_at) : null;
         },
         async (from, until) => {

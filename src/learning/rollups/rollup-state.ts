@@ -31,6 +31,14 @@ export interface RollupState {
 
 /** Rows per backfill statement: a few hundred milliseconds of work on the server. */
 export const BACKFILL_CHUNK = 50_000;
+/** How long one beat may spend on backfill chunks (it takes at least one while a backfill is due). */
+export const BACKFILL_BUDGET_MS = 1_000;
+
+/** How much backfill one beat takes on; the defaults suit production, tests and the bench shrink them. */
+export interface BackfillLimits {
+  budgetMs?: number;
+  chunkRows?: number;
+}
 
 /** The length of a rollup bucket, and its SQL twin. */
 export const BUCKET_SECONDS = 3_600;
@@ -108,21 +116,23 @@ export async function writeState(tx: SqlExecutor, name: RollupName, s: RollupSta
 }
 
 /**
- * Runs backfill chunks while the budget lasts. `findEnd(from)` answers the created_at of the
- * BACKFILL_CHUNK-th remaining row at or after `from` (null: fewer remain); `chunk(from, to)` takes
- * in the remaining rows with created_at in [from, to) (to null: unbounded). Returns the new state.
+ * Runs backfill chunks while the budget lasts. `findEnd(from, rows)` answers the created_at of the
+ * rows-th remaining row at or after `from` (null: fewer remain); `chunk(from, to)` takes in the
+ * remaining rows with created_at in [from, to) (to null: unbounded). Returns the new state.
  */
 export async function backfill(
   state: RollupState,
-  budgetMs: number,
-  findEnd: (from: Date) => Promise<Date | null>,
+  limits: BackfillLimits | undefined,
+  findEnd: (from: Date, rows: number) => Promise<Date | null>,
   chunk: (from: Date, to: Date | null) => Promise<void>,
 ): Promise<RollupState> {
+  const budgetMs = limits?.budgetMs ?? BACKFILL_BUDGET_MS;
+  const rows = limits?.chunkRows ?? BACKFILL_CHUNK;
   const started = Date.now();
   let s = state;
   while (s.backfillTxid !== null && s.backfillFrom !== null) {
     const from = s.backfillFrom;
-    let to = await findEnd(from);
+    let to = await findEnd(from, rows);
     // More than a chunk's worth of rows share `from` exactly: take all of them in this chunk.
     if (to !== null && to.getTime() <= from.getTime()) to = new Date(from.getTime() + 1);
     await chunk(from, to);
