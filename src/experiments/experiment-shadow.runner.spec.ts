@@ -1,4 +1,4 @@
-import pino from 'pino';
+import { FixedAdapter, makeShadowCall, makeTarget, silentLogger } from '../../test/support/kit';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { TargetRef } from '../config/gateway-config';
 import { MetricsService } from '../metrics/metrics.service';
@@ -12,7 +12,7 @@ import { ExperimentShadowOptions, ExperimentShadowRunner, type ShadowCall } from
 const CAND: TargetRef = { provider: 'groq', model: 'llama' };
 const SHADOW = { experimentId: '00000000-0000-4000-8000-000000000001', target: CAND };
 
-const upstream = { model: { cost: { input_per_mtok: 1, output_per_mtok: 2 } } } as unknown as UpstreamTarget;
+const upstream = makeTarget({ family: 'groq', id: 'groq' }, 'llama', { id: 'llama', cost: { input_per_mtok: 1, output_per_mtok: 2 } });
 const result: ChatResult = {
   choices: [{ index: 0, message: { role: 'assistant', content: 'candidate text' }, finish_reason: 'stop' }],
   usage: { prompt_tokens: 1_000, completion_tokens: 500, total_tokens: 1_500 },
@@ -46,7 +46,7 @@ class FakeDispatcher {
     }
     if (this.behaviour === 'error') throw new GatewayError('upstream_error', 'The upstream providers failed (last upstream status 503).', { cause: new UpstreamError('status', 'x', { status: 503 }) });
     if (this.behaviour === 'throw') throw new TypeError('bug');
-    const adapter = { chat: async () => result } as unknown as ProviderAdapter;
+    const adapter = new FixedAdapter(result);
     return { value: await attempt(adapter, upstream), target: plan[0], upstream, attempts: 1, fallbackUsed: false, failedAttempts: [] };
   }
 }
@@ -60,21 +60,13 @@ class FakeTraces {
   }
 }
 
-const call = (): ShadowCall => ({
-  caller: { orgId: 'acme', keyId: 'acme-rw', plan: 'pro', features: ['has_test_ab'], permissions: ['read', 'write'], killSwitches: [], monthlyRequestLimit: null },
-  requestId: 'req-1',
-  requestedModel: 'auto',
-  route: 'default',
-  strategy: 'ordered',
-  request: { messages: [{ role: 'user', content: 'secret prompt' }] },
-  supports: () => undefined,
-});
+const call = (): ShadowCall => makeShadowCall({}, 'secret prompt');
 
 function setup(options: ExperimentShadowOptions = {}) {
   const dispatcher = new FakeDispatcher();
   const traces = new FakeTraces();
   const metrics = new MetricsService();
-  const runner = new ExperimentShadowRunner(dispatcher as unknown as DispatcherService, traces as unknown as DecisionTraceWriter, metrics, new StoreFallback(metrics, { pino: pino({ level: 'silent' }) }), options);
+  const runner = new ExperimentShadowRunner(dispatcher as unknown as DispatcherService, traces as unknown as DecisionTraceWriter, metrics, new StoreFallback(metrics, silentLogger()), options);
   const counted = async (outcome: string) => {
     const m = (await metrics.registry.getSingleMetric('gateway_experiment_shadow_copies_total')!.get()).values.find((v) => v.labels.outcome === outcome);
     return m?.value ?? 0;

@@ -1,9 +1,8 @@
-import type { ModelSpec, ProviderSpec } from '../../src/config/gateway-config';
 import type { ChatRequest, ProviderAdapter, StreamEvent, UpstreamTarget } from '../../src/providers/provider-adapter';
 import { ERROR_BODY_MAX_BYTES, ERROR_BODY_MAX_MS } from '../../src/providers/http/upstream-call';
 import { UpstreamError } from '../../src/providers/upstream-error';
 import { DEFAULT_TEXT, FakeUpstream, LARGE_ERROR_BODY_BYTES } from '../fakes/fake-upstream';
-import { rejectedWith } from '../support/kit';
+import { makeTarget, rejectedWith, TIMEOUTS } from '../support/kit';
 
 export interface ContractSetup {
   adapter: ProviderAdapter;
@@ -14,18 +13,8 @@ export interface ContractSetup {
   reportsReasoningTokens: boolean;
 }
 
-export const TIMEOUTS = { connectMs: 1_000, firstTokenMs: 2_000, idleMs: 300, totalMs: 10_000 };
-
-export function makeTarget(provider: Partial<ProviderSpec> & Pick<ProviderSpec, 'family'>, upstream = 'fake-model', model: Partial<ModelSpec> = {}): UpstreamTarget {
-  const p: ProviderSpec = { id: provider.family, headers: {}, timeouts: {}, ...provider };
-  return {
-    provider: p,
-    model: { id: 'catalogue-model', type: 'chat', targets: [{ provider: p.id, upstream, timeouts: {} }], reasoning: { mode: 'none', can_disable: true, budgets: {} }, ...model },
-    upstream,
-    timeouts: TIMEOUTS,
-    maxResponseBytes: 4 * 1024 * 1024,
-  };
-}
+/** Targets for the contract specs: the kit's, so unit specs build the same ones. */
+export { makeTarget, TIMEOUTS };
 
 const REQ: ChatRequest = { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hello.' }], max_completion_tokens: 64 };
 

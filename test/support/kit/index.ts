@@ -11,6 +11,7 @@ export * from './errors';
 export * from './experiments';
 export * from './logger';
 export * from './net';
+export * from './providers';
 export * from './routing';
 export * from './stats';
 export * from './stores';
