@@ -13,7 +13,7 @@ export interface GeminiScenario extends Scenario {
   thoughtSignature?: string | null;
   /** Errors in the array form the OpenAI-compatibility endpoint uses (`[{error:…}]`). */
   errorArray?: boolean;
-  /** A 400 INVALID_ARGUMENT with reason API_KEY_INVALID, as Google answers a bad key (§3.7). */
+  /** A 400 INVALID_ARGUMENT with reason API_KEY_INVALID, as Google answers a bad key. */
   badApiKey?: boolean;
   /** Answer the stream endpoint with the JSON array even when `alt=sse` was asked for (a proxy that drops the query). */
   jsonArrayStream?: boolean;
@@ -28,7 +28,7 @@ export const FAKE_EMBEDDING_DIMS = 3072;
 
 /**
  * Google's cap on batchEmbedContents, stated here independently of the adapter's constant so a test
- * against the fake checks the adapter rather than itself (langchain-ai/langchainjs#4491).
+ * against the fake checks the adapter rather than itself.
  */
 export const FAKE_MAX_EMBED_BATCH = 100;
 
@@ -75,7 +75,7 @@ export function fakeEmbedding(text: string, dims?: number): number[] {
 export class GeminiFake extends FakeUpstream {
   protected async handle(req: RecordedRequest, scenario: Scenario, raw: FakeResponse): Promise<void> {
     const s = scenario as GeminiScenario;
-    // Gemini's SSE uses CRLF unless the scenario picks a line ending (§7.1).
+    // Gemini's SSE uses CRLF unless the scenario picks a line ending.
     const out = new FakeResponse(raw.res, { ...s, lineEnding: s.lineEnding ?? 'crlf' });
     const m = /^(?:\/v1beta)?\/models\/([^/:?]+):(\w+)(\?.*)?$/.exec(req.path);
     if (req.method !== 'POST' || !m) return out.json(404, googleError(404, `Unknown path ${req.path}`));

@@ -4,7 +4,7 @@ import { DEFAULT_TEXT, FakeResponse, FakeUpstream, pieces, RecordedRequest, Scen
  * A fake upstream speaking the OpenAI Chat Completions and Embeddings wire format, with the differences of two variants:
  *   groq:  usage with `queue_time`/`prompt_time`/`completion_time`/`total_time`; in streams the
  *          finish chunk carries `x_groq.usage` (and, when `include_usage` was asked, a separate
- *          `choices: []` usage chunk follows as well: both at once, §4); `message.reasoning`.
+ *          `choices: []` usage chunk follows as well: both at once); `message.reasoning`.
  *   azure: `/openai/deployments/{d}/…?api-version=` or `/openai/v1/…`, `api-key` header, a first
  *          stream chunk with `choices: []` and `prompt_filter_results`, error bodies with `status`
  *          and `innererror`, `retry-after-ms` next to `retry-after`.
@@ -258,7 +258,7 @@ export class OpenAiFake extends FakeUpstream {
 
     out.startStream({ 'x-request-id': id });
     if (this.variant === 'azure') {
-      // Azure's first chunk: no choices, empty id and model, the prompt filter results (§5).
+      // Azure's first chunk: no choices, empty id and model, the prompt filter results.
       await out.event(JSON.stringify({ choices: [], created: 0, id: '', model: '', object: '', prompt_filter_results: [{ prompt_index: 0, content_filter_results: AZURE_FILTER }] }));
     }
     await out.event(chunk(each(() => ({ role: 'assistant', content: '', refusal: null })), this.variant === 'groq' ? { x_groq: { id: 'req_fake' } } : {}));
@@ -312,7 +312,7 @@ export class OpenAiFake extends FakeUpstream {
 
   private async embeddings(req: RecordedRequest, model: string, out: FakeResponse): Promise<void> {
     const raw = req.body?.input;
-    // A string, an array of strings, one token array, or an array of token arrays (§1.7).
+    // A string, an array of strings, one token array, or an array of token arrays.
     const inputs: unknown[] = Array.isArray(raw) && raw.length > 0 && typeof raw[0] !== 'number' ? raw : [raw];
     if (inputs.some((x) => x === undefined || x === '')) {
       return out.json(400, { error: { message: "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference.", type: 'invalid_request_error', param: null, code: null } });

@@ -135,7 +135,7 @@ export function toMessagesRequest(req: ChatRequest, target: UpstreamTarget, stre
     // budget_tokens must stay below max_tokens; the client's allowance is kept for the answer itself.
     if (plan.budget !== undefined && body.max_tokens <= plan.budget) body.max_tokens = plan.budget + allowance;
   } else {
-    // With thinking on Anthropic accepts only temperature 1 and top_p >= 0.95 (§2.2): both are dropped then.
+    // With thinking on Anthropic accepts only temperature 1 and top_p >= 0.95: both are dropped then.
     if (req.temperature !== undefined) body.temperature = Math.min(Math.max(req.temperature, 0), MAX_TEMPERATURE);
     if (req.top_p !== undefined) body.top_p = req.top_p;
   }

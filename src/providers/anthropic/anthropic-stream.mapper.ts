@@ -7,7 +7,7 @@ import type { WireStreamEvent, WireUsage } from './anthropic.wire';
  * Translates one Messages stream into StreamEvents. Per stream state:
  * the usage seen so far (input from `message_start`, cumulative output from `message_delta`), the
  * stop reason, and which content block is which. Tool calls are numbered among tool_use blocks only
- * (k), not by Anthropic's block index, which also counts text and thinking blocks (§2.7 gotcha 7).
+ * (k), not by Anthropic's block index, which also counts text and thinking blocks.
  *
  * `responseTool` names the forced tool carrying a `response_format: json_schema` answer: its
  * `input_json_delta` fragments are the answer's JSON text, sent as content (`{}` when the input came

@@ -17,7 +17,7 @@ export const DEFAULT_THINKING_BUDGETS = { low: 1024, medium: 8192, high: 24576 }
 /**
  * Google's documented bypass for a functionCall part that has no thought signature (a tool call the
  * client wrote itself, or one from another family). Sent as the literal string: its base64 encoding
- * is rejected (langchain-ai/langchain-google#1570, PR #1972).
+ * is rejected (as LangChain's Google integration found).
  */
 export const SKIP_THOUGHT_SIGNATURE = 'skip_thought_signature_validator';
 
@@ -221,7 +221,7 @@ export const DEFAULT_STRUCTURED_OUTPUT: StructuredOutputMode = 'converted_schema
 /**
  * The normalised request → a generateContent body. `systemInstruction`, `tools` and `toolConfig` sit
  * at the top level, everything else inside `generationConfig` (a misplaced field is silently
- * ignored, §3.2). `user` and `parallel_tool_calls` have no Gemini equivalent and are dropped.
+ * ignored). `user` and `parallel_tool_calls` have no Gemini equivalent and are dropped.
  * `response_format: json_schema` is `responseMimeType: application/json` with the schema as the
  * model's `structured_output` says: `responseJsonSchema` (native) or the converted `responseSchema`.
  */
@@ -256,7 +256,7 @@ export function toGenerateContentRequest(
   return body;
 }
 
-/** `models/<name>`, the resource name batchEmbedContents repeats per request (§3.5). */
+/** `models/<name>`, the resource name batchEmbedContents repeats per request. */
 export function modelResource(upstream: string): string {
   return upstream.startsWith('models/') ? upstream : `models/${upstream}`;
 }
@@ -264,7 +264,7 @@ export function modelResource(upstream: string): string {
 /**
  * The most requests Google takes in one batchEmbedContents: one more is a 400 INVALID_ARGUMENT
  * "* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch" (not in
- * Google's docs; seen in langchain-ai/langchainjs#4491, vercel/ai#16575, weaviate/weaviate#11277).
+ * Google's docs; reported by LangChain.js, Vercel AI SDK and Weaviate users).
  */
 export const MAX_EMBED_BATCH = 100;
 

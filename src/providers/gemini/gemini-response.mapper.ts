@@ -23,7 +23,7 @@ export function mapFinishReason(reason: string | undefined, hasToolCalls: boolea
 }
 
 /**
- * usageMetadata → Usage (§3.3, LiteLLM's rule): thoughts are not in candidatesTokenCount, so they are
+ * usageMetadata → Usage (LiteLLM's rule): thoughts are not in candidatesTokenCount, so they are
  * added to the completion count and reported as reasoning tokens; total = prompt + completion
  * (totalTokenCount also counts toolUsePromptTokenCount, which OpenAI's usage has no slot for).
  */
@@ -93,7 +93,7 @@ function durationMs(d: string | undefined): number | undefined {
 }
 
 /**
- * A non-200 answer → UpstreamError('status') (§3.7). The body is `{error:{code,message,status}}`, or
+ * A non-200 answer → UpstreamError('status'). The body is `{error:{code,message,status}}`, or
  * the array form `[{error:…}]`. A bad API key is a 400 with reason API_KEY_INVALID at Google: it is
  * reported as 401 so the routing layer treats it as a misconfigured provider (docs/api.md "Fallback":
  * upstream 401/403 fall back). `retry-after` comes from the header, else from `google.rpc.RetryInfo.retryDelay`.
@@ -119,7 +119,7 @@ export function toStatusError(status: number, bodyText: string, headerRetryAfter
 
 /**
  * Turns the events of a `streamGenerateContent?alt=sse` stream (each a full response fragment
- * holding only the new parts, §3.4) into StreamEvents. Text → content deltas, thought parts →
+ * holding only the new parts) into StreamEvents. Text → content deltas, thought parts →
  * reasoning deltas, each functionCall part → one tool-call delta with the whole arguments (Gemini
  * never splits them). A candidate's finish is emitted when its finishReason arrives; usage, from the
  * last fragment that carried usageMetadata, once the body has ended (`end()`), which also rejects a
@@ -183,7 +183,7 @@ export function parseJson<T>(text: string, what: string): T {
 
 /**
  * Google's truncated vectors (`outputDimensionality` below the model's full size) are not unit
- * length (§3.5); OpenAI's are, and clients compare with a dot product, so they are renormalised.
+ * length; OpenAI's are, and clients compare with a dot product, so they are renormalised.
  */
 function normalise(v: number[]): number[] {
   const norm = Math.hypot(...v);

@@ -48,7 +48,7 @@ export class GeminiAdapter implements ProviderAdapter {
     return (async function* () {
       const mapper = new GeminiStreamMapper();
       if (contentType.includes('json')) {
-        // A JSON array (no alt=sse honoured) or a lone error object in place of the event stream (§3.4).
+        // A JSON array (no alt=sse honoured) or a lone error object in place of the event stream.
         const parsed = parseJson<GeminiGenerateContentResponse | GeminiGenerateContentResponse[]>(await UpstreamHttp.text(res.body), 'stream');
         for (const fragment of Array.isArray(parsed) ? parsed : [parsed]) yield* mapper.push(fragment);
       } else {

@@ -14,7 +14,7 @@ export interface GeminiPart {
   text?: string;
   /** A thought summary (only returned with `includeThoughts`); never part of the answer. */
   thought?: boolean;
-  /** Opaque base64 signature Gemini 3 requires back on the same functionCall part (§3.8 item 1). */
+  /** Opaque base64 signature Gemini 3 requires back on the same functionCall part. */
   thoughtSignature?: string;
   inlineData?: { mimeType: string; data: string };
   fileData?: { mimeType?: string; fileUri: string };
@@ -86,14 +86,14 @@ export interface GeminiErrorBody {
   details?: { '@type'?: string; reason?: string; retryDelay?: string; [k: string]: unknown }[];
 }
 
-/** One whole response, or one SSE event of a stream (each event is a full response fragment, §3.4). */
+/** One whole response, or one SSE event of a stream (each event is a full response fragment). */
 export interface GeminiGenerateContentResponse {
   candidates?: GeminiCandidate[];
   promptFeedback?: { blockReason?: string };
   usageMetadata?: GeminiUsageMetadata;
   modelVersion?: string;
   responseId?: string;
-  /** An error object in place of a response (mid-stream, §3.4). */
+  /** An error object in place of a response (mid-stream). */
   error?: GeminiErrorBody;
 }
 

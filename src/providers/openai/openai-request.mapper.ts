@@ -76,7 +76,7 @@ export function toWireRequest(req: ChatRequest, target: UpstreamTarget, variant:
   if (req.presence_penalty !== undefined) body.presence_penalty = req.presence_penalty;
   if (req.stop !== undefined) body.stop = req.stop;
   if (req.seed !== undefined && caps.seed) body[variant.seedParam] = req.seed;
-  // `n` is 1 by default; families without multiple choices refuse any explicit value (Groq, §4).
+  // `n` is 1 by default; families without multiple choices refuse any explicit value (Groq).
   if (req.n !== undefined && caps.multipleChoices) body.n = req.n;
   if (req.user !== undefined) body.user = req.user;
   if (req.response_format !== undefined) body.response_format = req.response_format;

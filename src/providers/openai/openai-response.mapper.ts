@@ -125,7 +125,7 @@ export function mapTiming(u: WireUsage | null | undefined): UpstreamTiming | und
   return Object.keys(timing).length ? timing : undefined;
 }
 
-/** Usage from top-level `usage`, else Groq's `x_groq.usage`; timing from wherever it is (§4). */
+/** Usage from top-level `usage`, else Groq's `x_groq.usage`; timing from wherever it is. */
 function usageAndTiming(w: { usage?: WireUsage | null; x_groq?: WireXGroq | null }): { usage?: Usage; timing?: UpstreamTiming } {
   const groq = w.x_groq && typeof w.x_groq === 'object' ? w.x_groq.usage : undefined;
   return { usage: mapUsage(w.usage) ?? mapUsage(groq), timing: mapTiming(w.usage) ?? mapTiming(groq) };

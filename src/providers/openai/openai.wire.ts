@@ -63,7 +63,7 @@ export interface WireUsage {
   total_time?: number;
 }
 
-/** Groq's extension object on responses and chunks (§4). */
+/** Groq's extension object on responses and chunks. */
 export interface WireXGroq {
   id?: string;
   seed?: number;
@@ -71,7 +71,7 @@ export interface WireXGroq {
   error?: unknown;
 }
 
-/** Mistral's Magistral answers can carry content as an array of chunks (§5, unverified). */
+/** Mistral's Magistral answers can carry content as an array of chunks (unverified). */
 export type WireResponseContent =
   | string
   | null
@@ -127,7 +127,7 @@ export interface WireChunk {
   }[];
   usage?: WireUsage | null;
   x_groq?: WireXGroq | null;
-  /** An error after the 200 (§1.5; OpenRouter also sets finish_reason "error"). */
+  /** An error after the 200 (OpenRouter also sets finish_reason "error"). */
   error?: WireErrorObject | string;
 }
 
@@ -142,7 +142,7 @@ export interface WireErrorObject {
   innererror?: { code?: string };
 }
 
-/** Every error body shape seen from the compatible families (§1.6, §5). */
+/** Every error body shape seen from the compatible families. */
 export interface WireErrorBody {
   error?: WireErrorObject | string;
   object?: string;

@@ -29,19 +29,19 @@ export interface OpenAiVariant {
    * else the v1 GA path `{base}/openai/v1/…` with the model in the body.
    */
   urlShape: 'openai' | 'azure';
-  /** OpenAI/Azure reasoning models reject `max_tokens`; most compatible servers only know it (§1.3). */
+  /** OpenAI/Azure reasoning models reject `max_tokens`; most compatible servers only know it. */
   tokenLimitParam: 'max_completion_tokens' | 'max_tokens';
-  /** Whether the `developer` role is understood; if not it is sent as `system` (§1.2, §5). */
+  /** Whether the `developer` role is understood; if not it is sent as `system`. */
   developerRole: boolean;
-  /** How an effort is sent to a model whose reasoning mode is `effort` (§5, §6.1). */
+  /** How an effort is sent to a model whose reasoning mode is `effort`. */
   reasoningParam: 'reasoning_effort' | 'reasoning.effort';
-  /** Response fields holding reasoning text, in order of preference (vLLM renamed it, §5). */
+  /** Response fields holding reasoning text, in order of preference (vLLM versions differ in the name). */
   reasoningFields: readonly ('reasoning_content' | 'reasoning')[];
   /** Mistral calls the seed `random_seed`. */
   seedParam: 'seed' | 'random_seed';
   /** Mistral spells `tool_choice: "required"` as `"any"`. */
   toolChoiceRequired: 'required' | 'any';
-  /** Mistral refuses tool-call ids that are not 9 letters/digits (langchain-ai/langchain#24668). */
+  /** Mistral refuses tool-call ids that are not 9 letters/digits. */
   toolCallIds: 'any' | 'alnum9';
   /** Whether `stream_options: {include_usage: true}` is accepted; families that always send usage say no. */
   streamUsageOption: boolean;
@@ -118,9 +118,9 @@ export const VARIANTS = {
     family: 'groq',
     defaultBaseUrl: 'https://api.groq.com/openai/v1',
     tokenLimitParam: 'max_completion_tokens',
-    // Groq answers `message.reasoning` with reasoning_format "parsed" (§4).
+    // Groq answers `message.reasoning` with reasoning_format "parsed".
     reasoningFields: ['reasoning', 'reasoning_content'],
-    // `n` other than 1 is a 400 (§4); no embeddings endpoint.
+    // Groq answers 400 to an `n` other than 1; no embeddings endpoint.
     capabilities: caps({ embeddings: false }),
   },
   deepseek: {
@@ -139,7 +139,7 @@ export const VARIANTS = {
     seedParam: 'random_seed',
     toolChoiceRequired: 'any',
     toolCallIds: 'alnum9',
-    // Usage always arrives on the finish chunk (Portkey-AI/gateway#1259).
+    // Usage always arrives on the finish chunk.
     streamUsageOption: false,
     finishReasons: { model_length: 'length' },
     capabilities: caps({}),
@@ -167,7 +167,7 @@ export const VARIANTS = {
     ...compatible,
     family: 'vllm',
     structuredOutput: 'native',
-    // `reasoning_content` was renamed `reasoning` (vllm-project/vllm#27752); accept both.
+    // Older vLLM sends `reasoning_content`, newer `reasoning`: accept both.
     reasoningFields: ['reasoning', 'reasoning_content'],
     capabilities: caps({ multipleChoices: true, images: true }),
   },

@@ -50,6 +50,6 @@ export async function* readSse(body: AsyncIterable<Buffer>, maxPending = MAX_PEN
   // The parser holds a trailing CR (it may be the first half of a CRLF); at the end it can only be a
   // line end, so complete it. This never completes an event that lacked its blank line.
   if (endsWithCr) parser.feed('\n');
-  // A final event without its blank line is incomplete and dropped (§7.1 rule 8): the parser holds it.
+  // A final event without its blank line is incomplete and dropped (the HTML standard's event-stream rules): the parser holds it.
   while (ready.length > 0) yield ready.shift()!;
 }
