@@ -3,24 +3,14 @@
  * additions of the compatible families. Used only inside this folder. Everything read from an
  * upstream is optional: compatible servers differ in what they leave out.
  */
+import type { ChatMessage } from '../provider-adapter';
 
-export type WireContentPart =
-  | { type: 'text'; text: string }
-  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
-
-export interface WireToolCall {
-  id: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
-
-export interface WireMessage {
-  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
-  content: string | WireContentPart[] | null;
-  name?: string;
-  tool_calls?: WireToolCall[];
-  tool_call_id?: string;
-}
+/**
+ * A request message as sent: the gateway's normalised message is OpenAI's chat message (roles,
+ * content parts, tool calls), so the one type serves both; the mapper only drops or renames what a
+ * compatible family does not take.
+ */
+export type WireMessage = ChatMessage;
 
 export type WireToolChoice = 'none' | 'auto' | 'required' | 'any' | { type: 'function'; function: { name: string } };
 
