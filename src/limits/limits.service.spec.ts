@@ -1,5 +1,4 @@
-import { AddressInfo, createServer } from 'node:net';
-import { memoryLogger, SwitchableCache, SwitchableSql, UnusedSql } from '../../test/support/kit';
+import { closedPort, memoryLogger, SwitchableCache, SwitchableSql, UnusedSql } from '../../test/support/kit';
 import { createTestPglite } from '../../test/support/pglite';
 import { createTestDatabase, TestDatabase } from '../../test/support/postgres';
 import { describeWithPostgres } from '../../test/support/real-servers';
@@ -40,14 +39,6 @@ function makeConfig(perMinute: number): AppConfig {
 /** The service as the module builds it, with the real store-fallback helper. */
 function limitsService(cache: CacheStore, sql: SqlStore, metrics: MetricsService, logger: AppLogger, config: AppConfig, options?: LimitsOptions): LimitsService {
   return new LimitsService(cache, new MonthlyUsageRepository(sql), metrics, logger, new StoreFallback(metrics, logger), config, options);
-}
-
-async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 async function rejection(p: Promise<unknown>): Promise<GatewayError> {

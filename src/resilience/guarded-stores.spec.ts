@@ -1,4 +1,4 @@
-import { createServer } from 'node:net';
+import { closedPort } from '../../test/support/kit';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
 import { isRedisOutage, RedisCacheStore } from '../stores/cache/redis-cache.store';
 import { isPostgresOutage } from '../stores/sql/pg-sql.store';
@@ -6,14 +6,6 @@ import { GuardedCacheStore } from './guarded-stores';
 import { StoreUnavailableError } from './store-guard';
 
 const settings = { probe_interval_ms: 50, probe_timeout_ms: 50 };
-
-async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 describe('outage classification', () => {
   it('Postgres: socket errors, dropped connections, pg timeouts and SQLSTATE 08 / 57P01-03 are outages; answers about the statement are not', () => {

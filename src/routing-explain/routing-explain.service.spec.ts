@@ -8,7 +8,7 @@ import { explainWindows, LimitsService } from '../limits/limits.service';
 import { MonthlyUsageRepository } from '../limits/monthly-usage.repository';
 import { MetricsService } from '../metrics/metrics.service';
 import { StoreFallback } from '../resilience/store-fallback';
-import type { RoutingService } from '../routing/routing.service';
+import { RoutingService } from '../routing/routing.service';
 import type { RoutingDecision, RoutingInput } from '../routing/routing.types';
 import { CacheStore, WindowCheck, WindowDecision } from '../stores/cache/cache-store';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
@@ -28,10 +28,10 @@ const body = (over: Record<string, unknown> = {}) => ({ request: { model: 'auto'
 const query = (c: Caller, b: unknown = body(), acceptLanguage?: string): ExplainQuery => ({ caller: c, body: b, acceptLanguage, requestId: 'req-1' });
 
 /** A routing chain that records what it was given and answers one fixed ordered decision (fakes over mocks). */
-class FakeRouting {
+class FakeRouting extends RoutingService {
   inputs: RoutingInput[] = [];
   fail?: GatewayError;
-  route(input: RoutingInput): RoutingDecision {
+  override route(input: RoutingInput): RoutingDecision {
     this.inputs.push(input);
     if (this.fail) throw this.fail;
     return {
@@ -72,13 +72,13 @@ afterEach(async () => {
 function setup(opts: { limits?: string; cache?: CacheStore; now?: () => number } = {}) {
   const config = new AppConfig(loadEnv({}), loadGatewayConfig(opts.limits ? `limits: ${opts.limits}\n` : '', {}));
   const cache = opts.cache ?? new MemoryCacheStore({ now: opts.now });
-  const routing = new FakeRouting();
+  const routing = new FakeRouting(config);
   const { logger, lines } = memoryLogger();
   const metrics = new MetricsService();
   // The real limiter explain spends (LimitsService.checkExplain); the analytics store is never reached.
   const limits = new LimitsService(cache, new MonthlyUsageRepository(new UnusedSql()), metrics, logger, new StoreFallback(metrics, logger), config);
   limiters.push(limits);
-  const service = new RoutingExplainService(routing as unknown as RoutingService, limits);
+  const service = new RoutingExplainService(routing, limits);
   return { service, routing, cache, lines, metrics };
 }
 

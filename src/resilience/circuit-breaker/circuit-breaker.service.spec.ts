@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { AddressInfo, createServer } from 'node:net';
-import { memoryLogger, SwitchableCache } from '../../../test/support/kit';
+import { closedPort, memoryLogger, SwitchableCache } from '../../../test/support/kit';
 import { describeWithRedis, TEST_REDIS_URL } from '../../../test/support/real-servers';
 import type { AppLogger } from '../../common/logging/logger';
 import { AppConfig } from '../../config/app-config';
@@ -179,15 +178,6 @@ describe('CircuitBreakerService on the in-process store', () => {
     expect(openings[0]).toMatchObject({ provider: 'alpha', openings: 1, open_until: new Date(T0 + 5_000).toISOString() });
   });
 });
-
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 /** A store whose every call fails, as a dead cache store's would. */
 class FailingStore extends MemoryCacheStore {
