@@ -38,7 +38,7 @@ export function decodeCursor<const K extends readonly CursorKey[]>(text: string 
   const keys = p.k as unknown[];
   kinds.forEach((kind, i) => {
     const v = keys[i];
-    const ok = typeof v === 'string' && (kind === 'time' ? MICRO_TIME.test(v) : kind === 'int' ? DECIMAL.test(v) : v.length > 0 && v.length <= 256);
+    const ok = typeof v === 'string' && (kind === 'time' ? MICRO_TIME.test(v) : kind === 'int' ? DECIMAL.test(v) : v.length <= 256);
     if (!ok) throw invalid();
   });
   return keys as { [I in keyof K]: string };
