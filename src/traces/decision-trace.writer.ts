@@ -140,6 +140,8 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
   private spill$: Promise<void> | undefined;
   private replaying: Promise<void> | undefined;
   private stopping = false;
+  /** The store breaker was seen refusing calls: when it lets them through again, so does the writer, back-off or not. */
+  private sawStoreOut = false;
 
   constructor(
     private readonly sink: DecisionTraceSink,
@@ -299,6 +301,13 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
   }
 
   private tick(): void {
+    const available = this.spoolSettings?.store?.available;
+    if (available === false) this.sawStoreOut = true;
+    else if (available && this.sawStoreOut) {
+      // The breaker's probe saw the store answer: no need to wait out this writer's own back-off.
+      this.sawStoreOut = false;
+      this.retryAt = 0;
+    }
     if (!this.draining && this.queue.size > 0 && (this.now() >= this.retryAt || this.spool)) void this.drain();
     if (this.spool?.hasBacklog && !this.storeOut()) void this.startReplay();
     if (this.spoolSettings && !this.spool && !this.spoolOpening && !this.stopping && this.now() >= this.spoolRetryAt) void this.openSpool();

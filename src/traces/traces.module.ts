@@ -2,7 +2,7 @@ import { Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { SqlStore } from '../stores/sql/sql-store';
 import { DecisionTraceSink } from './decision-trace';
-import { DecisionTraceWriter } from './decision-trace.writer';
+import { DecisionTraceWriter, DecisionTraceWriterOptions } from './decision-trace.writer';
 import { DecisionTracesRepository } from './decision-traces.repository';
 import { traceSpoolConfig, TraceSpoolConfig } from './spool/trace-spool.config';
 
@@ -15,6 +15,8 @@ import { traceSpoolConfig, TraceSpoolConfig } from './spool/trace-spool.config';
     DecisionTracesRepository,
     { provide: DecisionTraceSink, useExisting: DecisionTracesRepository },
     { provide: TraceSpoolConfig, useFactory: traceSpoolConfig, inject: [AppConfig, SqlStore] },
+    // The defaults; a provider so that tests and benches can tune the buffer.
+    { provide: DecisionTraceWriterOptions, useValue: {} },
     DecisionTraceWriter,
   ],
   exports: [DecisionTraceWriter],

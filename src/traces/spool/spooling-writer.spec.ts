@@ -14,11 +14,14 @@ import { TraceSpoolConfig } from './trace-spool.config';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let n = 0;
+const ID_BASE = Math.floor(Math.random() * 2 ** 40) + 1;
 /** Each test's traces carry its own prefix, and only those are counted: a test never sees another's rows. */
 let prefix = 'spool';
 function trace(over: Partial<DecisionTrace> = {}): DecisionTrace {
   n++;
+  // Cast: the literal is a whole trace (with the key the store writes idempotently by), whichever fields the type lists today.
   return {
+    id: ID_BASE + n,
     requestId: `${prefix}-${n}`,
     orgId: 'acme',
     apiKeyId: 'acme-rw',
@@ -46,7 +49,7 @@ function trace(over: Partial<DecisionTrace> = {}): DecisionTrace {
     finishReason: 'stop',
     createdAt: new Date(),
     ...over,
-  };
+  } as DecisionTrace;
 }
 
 /** Records the traces as requests would, spread over time (5 per millisecond), never all in one event-loop turn. */

@@ -8,7 +8,9 @@ import { decodeTrace, encodeTrace } from './trace-codec';
 import { TraceSpool, TraceSpoolOptions } from './trace-spool';
 
 function trace(i: number, over: Partial<DecisionTrace> = {}): DecisionTrace {
+  // Cast: a whole trace with its id, whichever fields the type lists today.
   return {
+    id: 1_000 + i,
     requestId: `req-${i}`,
     orgId: 'acme',
     apiKeyId: 'acme-rw',
@@ -36,7 +38,7 @@ function trace(i: number, over: Partial<DecisionTrace> = {}): DecisionTrace {
     finishReason: 'stop',
     createdAt: new Date(Date.UTC(2025, 5, 15, 12, 0, 0, i)),
     ...over,
-  };
+  } as DecisionTrace;
 }
 
 const ids = (ts: readonly DecisionTrace[]) => ts.map((t) => t.requestId);

@@ -298,13 +298,14 @@ export class TraceSpool {
     const a = this.active;
     if (!a) return;
     this.active = undefined;
+    // Counted among the sealed at once: the cap must see its bytes while it is being synced.
+    if (a.bytes > 0) this.sealed.push({ seq: a.seq, path: a.path, bytes: a.bytes });
     try {
       if (a.dirty) await a.fh.datasync();
     } finally {
       await a.fh.close().catch(() => undefined);
     }
     if (a.bytes === 0) await unlink(a.path).catch(() => undefined);
-    else this.sealed.push({ seq: a.seq, path: a.path, bytes: a.bytes });
   }
 }
 
