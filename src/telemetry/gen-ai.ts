@@ -136,8 +136,8 @@ export function decisionAttributes(a: Attributes, t: DecisionTrace): void {
   if (t.errorCode !== null) a[ATTR.errorType] = t.errorCode;
 }
 
-/** Tokens and finish reason, as the upstream reported them: on the request's span and on the upstream call that served it. */
-export function usageAttributes(a: Attributes, t: DecisionTrace): void {
+/** Tokens and finish reason, as the upstream reported them. */
+function usageAttributes(a: Attributes, t: DecisionTrace): void {
   if (t.promptTokens !== null) a[ATTR.inputTokens] = t.promptTokens;
   if (t.completionTokens !== null) a[ATTR.outputTokens] = t.completionTokens;
   if (t.reasoningTokens !== null) a[ATTR.reasoningTokens] = t.reasoningTokens;

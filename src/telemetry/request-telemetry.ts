@@ -2,7 +2,7 @@ import { Attributes, Context, ROOT_CONTEXT, Span, SpanKind, SpanStatusCode, trac
 import type { TargetRef } from '../config/gateway-config';
 import type { UpstreamTarget } from '../providers/provider-adapter';
 import type { DecisionTrace } from '../traces/decision-trace';
-import { ATTR, decisionAttributes, FIRST_TOKEN_EVENT, GenAiRequest, operationOf, paramAttributes, providerNameOf, usageAttributes } from './gen-ai';
+import { ATTR, decisionAttributes, FIRST_TOKEN_EVENT, GenAiRequest, operationOf, paramAttributes, providerNameOf } from './gen-ai';
 import type { TraceHeaders } from './trace-context';
 
 /**
@@ -140,14 +140,11 @@ export class RequestSpan implements RequestTelemetry {
     }
     const s = this.served;
     if (s) {
-      if (s.isRecording()) {
-        const a: Attributes = {};
-        usageAttributes(a, t);
-        if (served) a[ATTR.responseModel] = served.upstream;
-        // After its first output the call can still end badly: broken mid-stream, or the client left.
-        if (t.errorCode !== null) a[ATTR.errorType] = t.errorCode;
-        s.setAttributes(a);
-        if (t.errorCode !== null) s.setStatus({ code: SpanStatusCode.ERROR });
+      // After its first output the call can still end badly: broken mid-stream, or the client left.
+      // Its tokens are on the request's span only, so a backend summing gen_ai.usage over a trace counts them once.
+      if (t.errorCode !== null && s.isRecording()) {
+        s.setAttribute(ATTR.errorType, t.errorCode);
+        s.setStatus({ code: SpanStatusCode.ERROR });
       }
       s.end();
     }
