@@ -313,7 +313,15 @@ async function metricsOf(url) {
       for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'gm'))) total = (total ?? 0) + Number(m[1]);
       return total;
     };
-    return { trace_buffer_depth: sum('gateway_trace_buffer_depth'), traces_written: sum('gateway_traces_written_total'), traces_dropped: sum('gateway_traces_dropped_total'), trace_write_failures: sum('gateway_trace_write_failures_total') };
+    return {
+      trace_buffer_depth: sum('gateway_trace_buffer_depth'),
+      trace_spool_bytes: sum('gateway_trace_spool_bytes'),
+      traces_written: sum('gateway_traces_written_total'),
+      traces_dropped: sum('gateway_traces_dropped_total'),
+      trace_write_failures: sum('gateway_trace_write_failures_total'),
+      traces_spooled: sum('gateway_traces_spooled_total'),
+      traces_replayed: sum('gateway_traces_replayed_total'),
+    };
   } catch {
     return null;
   }
@@ -675,13 +683,16 @@ async function main() {
     await Promise.race([Promise.allSettled([explain, experiments]), sleep(timeoutMs + 5000)]);
     const drainStart = Date.now();
     let depth = null;
+    let spoolBytes = null;
+    // Drained: nothing in the replicas' buffers, nor in their trace spools waiting to be replayed.
     for (let i = 0; i < 10_000 && Date.now() - drainStart < args.drain * 1000; i++) {
       const ms = await Promise.all(replicas.map((r) => metricsOf(r.gw.url)));
       depth = ms.reduce((n, m) => n + (m?.trace_buffer_depth ?? 1), 0);
-      if (depth === 0) break;
+      spoolBytes = ms.reduce((n, m) => n + (m?.trace_spool_bytes ?? 1), 0);
+      if (depth === 0 && spoolBytes === 0) break;
       await sleep(500);
     }
-    event('trace buffers drained', { depth, wait_ms: Date.now() - drainStart });
+    event('trace buffers drained', { depth, spool_bytes: spoolBytes, wait_ms: Date.now() - drainStart });
     // Let a batch whose write is acknowledged settle, then let the replicas idle before the end RSS.
     await sleep(5000);
     sampling = false;
@@ -712,6 +723,19 @@ async function main() {
     }
     traces.dropped_metric = [...replicas.flatMap((r) => r.metricsAtStop), ...finalMetrics].reduce((n, m) => n + (m?.traces_dropped ?? 0), 0);
     traces.write_failures_metric = [...replicas.flatMap((r) => r.metricsAtStop), ...finalMetrics].reduce((n, m) => n + (m?.trace_write_failures ?? 0), 0);
+    // The trace spool (docs/operations.md "The trace spool"): what the replicas put on disk while
+    // Postgres was out, what they replayed, and what is left (nothing, once drained).
+    traces.spooled_metric = [...replicas.flatMap((r) => r.metricsAtStop), ...finalMetrics].reduce((n, m) => n + (m?.traces_spooled ?? 0), 0);
+    traces.replayed_metric = [...replicas.flatMap((r) => r.metricsAtStop), ...finalMetrics].reduce((n, m) => n + (m?.traces_replayed ?? 0), 0);
+    traces.spool_bytes_left = finalMetrics.reduce((n, m) => n + (m?.trace_spool_bytes ?? 0), 0);
+    // The Postgres outage on its own: every 2xx answer given while Postgres was down or coming back
+    // has exactly one row (request ids sent vs rows), however the traces got there.
+    const outagePhases = ['postgres-down', 'postgres-back'];
+    traces.outage = {
+      checked: records.filter((rec) => outagePhases.includes(rec.phase) && SERVED.includes(rec.endpoint) && rec.kind === 'http' && rec.status >= 200 && rec.status < 300).length,
+      lost: outagePhases.reduce((n, ph) => n + (traces.lost_by_phase[ph] ?? 0), 0),
+      duplicated: outagePhases.reduce((n, ph) => n + (traces.duplicated_by_phase[ph] ?? 0), 0),
+    };
 
     // ---- feedback: every answered 200 is stored (the latest answer per session wins, so only presence is checked) ----
     const fbRows = await pgQuery(pg.url, 'SELECT session_id FROM feedback WHERE session_id LIKE $1', [`${runId}-%`]);
@@ -753,6 +777,7 @@ async function main() {
       { name: 'feedback: every session answered 200 is stored', met: feedback.lost_sessions === 0, value: feedback.lost_sessions },
       { name: 'decision traces: 0 lost', met: traces.lost === 0, value: traces.lost },
       { name: 'decision traces: 0 duplicated', met: traces.duplicated === 0, value: traces.duplicated },
+      { name: `decision traces across the Postgres outage: 0 lost and 0 duplicated of ${traces.outage.checked}, the trace spool empty after the drain`, met: traces.outage.checked > 0 && traces.outage.lost === 0 && traces.outage.duplicated === 0 && traces.spool_bytes_left === 0, value: `${traces.outage.lost} lost, ${traces.outage.duplicated} duplicated, ${traces.spool_bytes_left} bytes left` },
       { name: 'experiments: a write that answered 5xx changed nothing, and every change is explained by a 2xx', met: exp.changed_by_failed_writes === 0 && exp.unexplained_changes === 0, value: exp.changed_by_failed_writes + exp.unexplained_changes },
       ...rss.flatMap((r) => r.processes.map((p) => ({ name: `RSS growth < ${RSS_BUDGET_MIB} MiB: replica ${r.replica} pid ${p.pid}`, met: p.growth_mib !== null && p.growth_mib < RSS_BUDGET_MIB, value: p.growth_mib }))),
     ];
@@ -829,7 +854,7 @@ function render(r) {
   L.push(`**Slowest requests**: ${r.slowest.slice(0, 8).map((x) => `${x.ms} ms ${x.endpoint} in ${x.phase} at ${x.at_s} s (${x.replica}, ${x.status})`).join('; ')}.`);
   L.push('');
   const t = r.traces;
-  L.push(`**Decision traces**: ${t.checked} 2xx chat/embeddings answers checked; lost ${t.lost}${t.lost ? ` (${JSON.stringify(t.lost_by_phase)})` : ''}, duplicated ${t.duplicated}${t.duplicated ? ` (${JSON.stringify(t.duplicated_by_phase)})` : ''}; rows for non-2xx answers ${t.rows_for_non_2xx}; the replicas' own counters: dropped ${t.dropped_metric}, failed batch writes ${t.write_failures_metric}.`);
+  L.push(`**Decision traces**: ${t.checked} 2xx chat/embeddings answers checked; lost ${t.lost}${t.lost ? ` (${JSON.stringify(t.lost_by_phase)})` : ''}, duplicated ${t.duplicated}${t.duplicated ? ` (${JSON.stringify(t.duplicated_by_phase)})` : ''}; rows for non-2xx answers ${t.rows_for_non_2xx}; the replicas' own counters: dropped ${t.dropped_metric}, failed batch writes ${t.write_failures_metric}, spooled ${t.spooled_metric}, replayed ${t.replayed_metric}, spool bytes left ${t.spool_bytes_left}. Across the Postgres outage alone: ${t.outage.checked} checked, lost ${t.outage.lost}, duplicated ${t.outage.duplicated}.`);
   L.push('');
   const f = r.feedback;
   if (f) {

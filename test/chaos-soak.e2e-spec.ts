@@ -74,7 +74,7 @@ describeWithServers('npm run soak:chaos (compressed schedule)', () => {
   it('reports traces, experiments and RSS as numbers', () => {
     const t = report.traces;
     expect(t.checked).toBeGreaterThan(100);
-    for (const k of ['lost', 'duplicated', 'rows_for_non_2xx', 'dropped_metric', 'write_failures_metric']) expect(isNum(t[k])).toBe(true);
+    for (const k of ['lost', 'duplicated', 'rows_for_non_2xx', 'dropped_metric', 'write_failures_metric', 'spooled_metric', 'replayed_metric', 'spool_bytes_left']) expect(isNum(t[k])).toBe(true);
     const e = report.experiments;
     expect(e.calls).toBeGreaterThan(3);
     // The calls made while Postgres is down are writes: at least one answered 503 and was checked.
@@ -87,6 +87,11 @@ describeWithServers('npm run soak:chaos (compressed schedule)', () => {
 
   it('no trace lost or duplicated, no failed experiments write changed anything, chat and embeddings never 5xx', () => {
     expect({ lost: report.traces.lost, duplicated: report.traces.duplicated, lost_examples: report.traces.lost_examples }).toEqual({ lost: 0, duplicated: 0, lost_examples: [] });
+    // The Postgres outage's traces went through the trace spool and were all replayed, once each.
+    expect(report.traces.outage.checked).toBeGreaterThan(0);
+    expect({ lost: report.traces.outage.lost, duplicated: report.traces.outage.duplicated, spool_bytes_left: report.traces.spool_bytes_left }).toEqual({ lost: 0, duplicated: 0, spool_bytes_left: 0 });
+    expect(report.traces.spooled_metric).toBeGreaterThan(0);
+    expect(report.traces.replayed_metric).toBeGreaterThanOrEqual(report.traces.spooled_metric);
     expect(report.experiments.changed_by_failed_writes).toBe(0);
     expect(report.experiments.unexplained_changes).toBe(0);
     const served = report.incidents.filter((g: any) => ['chat', 'stream', 'embeddings'].includes(g.endpoint) && (typeof g.status !== 'number' || g.status >= 500));
