@@ -38,11 +38,17 @@ export function percentilesSql(name: string, source: string, keys: readonly stri
     FROM (SELECT ${k}, max(upto) AS total_n FROM ${name}_h GROUP BY ${k}) c
     CROSS JOIN (VALUES ${values}) AS qs (q)
   ),
+  ${name}_lo AS MATERIALIZED (
+    SELECT ${keys.map((c) => `x.${c}`).join(', ')}, x.q, x.r, b.rep
+    FROM ${name}_r x JOIN ${name}_h b ON ${on('b', 'x')} AND b.upto - b.n <= floor(x.r) AND floor(x.r) < b.upto
+  ),
+  ${name}_hi AS MATERIALIZED (
+    SELECT ${keys.map((c) => `x.${c}`).join(', ')}, x.q, b.rep
+    FROM ${name}_r x JOIN ${name}_h b ON ${on('b', 'x')} AND b.upto - b.n <= ceil(x.r) AND ceil(x.r) < b.upto
+  ),
   ${name}_v AS (
-    SELECT ${keys.map((c) => `x.${c}`).join(', ')}, x.q, lo.rep + (x.r - floor(x.r)) * (hi.rep - lo.rep) AS v
-    FROM ${name}_r x
-    JOIN ${name}_h lo ON ${on('lo', 'x')} AND lo.upto - lo.n <= floor(x.r) AND floor(x.r) < lo.upto
-    JOIN ${name}_h hi ON ${on('hi', 'x')} AND hi.upto - hi.n <= ceil(x.r) AND ceil(x.r) < hi.upto
+    SELECT ${keys.map((c) => `lo.${c}`).join(', ')}, lo.q, lo.rep + (lo.r - floor(lo.r)) * (hi.rep - lo.rep) AS v
+    FROM ${name}_lo lo JOIN ${name}_hi hi ON ${on('hi', 'lo')} AND hi.q = lo.q
   ),
   ${name} AS (
     SELECT ${k}, ${columns} FROM ${name}_v GROUP BY ${k}
