@@ -17,8 +17,9 @@ export class AggregationJobOptions {
 
 const DEFAULTS = { logIntervalMs: 30_000, shutdownTimeoutMs: 5_000 };
 /**
- * At most this share of the time goes to recomputing: the recompute rescans the window's traces, so
- * its cost grows with traffic (≈ 250 ms over 100,000 traces on the embedded store). After a recompute
+ * At most this share of the time goes to refreshing. A steady refresh costs what arrived since the
+ * last one (the rollups, docs/architecture.md "Statistics are derived, never accumulated"), far below
+ * this; it bounds the beats that take in a backfill chunk, or a store that is slow. After a refresh
  * that took d, the beat only reloads the snapshot until d/MAX_DUTY has passed since it started.
  */
 const MAX_DUTY = 0.05;
@@ -33,10 +34,11 @@ export interface AggregationRun {
 
 /**
  * The learning loop's beat (docs/architecture.md "The learning loop"): every `learning.refresh_seconds`,
- * recompute `model_stats` from feedback and traces, then reload the in-memory snapshot from it (a
- * beat that comes before MAX_DUTY allows another recompute only reloads). At start-up the snapshot is
- * loaded from the table as it stands. Every replica runs it; the repository's
- * advisory lock lets one recompute per beat, and every replica reloads.
+ * bring the rollups up to date with the traces and feedback written since the last beat and rewrite
+ * `model_stats` from them (ModelStatsRepository.recompute), then reload the in-memory snapshot from
+ * it (a beat that comes before MAX_DUTY allows another refresh only reloads). At start-up the
+ * snapshot is loaded from the table as it stands. Every replica runs it; the repository's advisory
+ * lock lets one refresh per beat, and every replica reloads.
  */
 @Injectable()
 export class AggregationJob implements OnApplicationBootstrap, BeforeApplicationShutdown {

@@ -3,8 +3,9 @@ export const POOL_ORG = '*';
 
 /**
  * Rolling aggregates per (organisation, provider, model) that routing reads (docs/architecture.md
- * "The learning loop"). Computed by the aggregation job from feedback joined to decision traces; never
- * hand-accumulated. `orgId` '*' is the cross-organisation pool.
+ * "The learning loop"). Computed by the aggregation job from feedback joined to decision traces,
+ * through the rollups (exact sums per hour bucket, docs/architecture.md "Statistics are derived,
+ * never accumulated"); the window starts on a whole hour. `orgId` '*' is the cross-organisation pool.
  */
 export interface ModelStats {
   orgId: string;
@@ -36,7 +37,11 @@ export interface ModelStats {
   successRate: number;
   /** Requests of the model in the window (every endpoint, every status): traces naming it plus its failed attempts. */
   requests: number;
-  /** Latency percentiles and mean cost over the successful requests; null when there were none (or no cost known). */
+  /**
+   * Latency percentiles (percentile_cont's interpolation, each order statistic read from a log-spaced
+   * histogram: within 1 %) and mean cost over the successful requests; null when there were none (or
+   * no cost known).
+   */
   latencyP50Ms: number | null;
   latencyP90Ms: number | null;
   latencyP99Ms: number | null;
