@@ -1,6 +1,9 @@
 import type { Logger } from 'pino';
 import { Gauge } from 'prom-client';
-import { BreakerDecision, BreakerOp, BreakerParams, CacheStore, CounterDecision, WindowCheck, WindowDecision } from '../stores/cache/cache-store';
+import {
+  BreakerDecision, BreakerOp, BreakerParams, CacheStore, CounterDecision, SettleCounter, SettleWindow, SpendCounter, SpendDecision, SpendWindow, WindowCheck,
+  WindowDecision,
+} from '../stores/cache/cache-store';
 import { isRedisOutage } from '../stores/cache/redis-cache.store';
 import { isPostgresOutage } from '../stores/sql/pg-sql.store';
 import { QueryOptions, SqlExecutor, SqlResult, SqlStore } from '../stores/sql/sql-store';
@@ -74,6 +77,14 @@ export class GuardedCacheStore extends CacheStore {
 
   breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision> {
     return this.guard.run(() => this.inner.breaker(key, op, params, nowMs));
+  }
+
+  spend(windows: readonly SpendWindow[], counters: readonly SpendCounter[]): Promise<SpendDecision> {
+    return this.guard.run(() => this.inner.spend(windows, counters));
+  }
+
+  settle(windows: readonly SettleWindow[], counters: readonly SettleCounter[]): Promise<void> {
+    return this.guard.run(() => this.inner.settle(windows, counters));
   }
 
   ping(timeoutMs: number): Promise<void> {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { BreakerParams, CacheStore, WindowCheck, WindowDecision } from '../../src/stores/cache/cache-store';
+import { BreakerParams, CacheStore, SpendCounter, SpendWindow, WindowCheck, WindowDecision } from '../../src/stores/cache/cache-store';
 
 /** What one adapter provides to run the shared contract (one suite on both adapters). */
 export interface CacheStoreFixture {
@@ -283,6 +283,154 @@ export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixt
         await expect(store.incrementBelow(key('n'), 10, 0)).rejects.toThrow(RangeError);
         await expect(store.set(key('n'), 'v', 0)).rejects.toThrow(RangeError);
         await expect(store.set(key('n'), 'v', Number.NaN)).rejects.toThrow(RangeError);
+      });
+    });
+
+    describe('spend and settle', () => {
+      /** A tokens-per-minute window of `limit` spending `cost`. */
+      const tpm = (name: string, limit: number, cost: number, windowMs = W): SpendWindow => ({ key: key(name), limit, windowMs, cost });
+      const month = (name: string, limit: number, amount: number, more: Partial<SpendCounter> = {}): SpendCounter => ({ key: key(name), limit, amount, ttlMs: 60_000, ...more });
+
+      it('admits while the costs in the window fit the limit; a denied call spends no window and no counter', async () => {
+        const a = await store.spend([tpm('t', 100, 40)], []);
+        expect(a).toMatchObject({ outcome: 'allowed', deniedIndex: -1, retryAfterMs: 0, windows: [40], counters: [] });
+        expect(a.hit).toEqual(expect.any(String));
+        expect((await store.spend([tpm('t', 100, 60)], [])).windows).toEqual([100]);
+        const full = await store.spend([tpm('t', 100, 1), tpm('r', 10, 1)], [month('c', 5, 1, { seed: 0 })]);
+        expect(full).toMatchObject({ outcome: 'denied', deniedIndex: 0, windows: [100, 0], counters: [0], hit: null });
+        expectDuration(full.retryAfterMs, W);
+        // Nothing of the denied call was written: its other window and its counter are untouched.
+        expect(await store.spend([tpm('r', 10, 0)], [month('c', 5, 0)])).toMatchObject({ outcome: 'missing', windows: [0], counters: [null] });
+        // A cost of 0 fits a full window.
+        expect((await store.spend([tpm('t', 100, 0)], [])).outcome).toBe('allowed');
+      });
+
+      it('frees cost as hits leave the window, and reports the wait until enough has left for this cost', async () => {
+        expect((await store.spend([tpm('s', 100, 30)], [])).outcome).toBe('allowed');
+        await f.advance(100);
+        expect((await store.spend([tpm('s', 100, 30)], [])).outcome).toBe('allowed');
+        expect((await store.spend([tpm('s', 100, 30)], [])).outcome).toBe('allowed');
+        // 90 spent: 20 more needs the first hit (30) to leave, about W - 100 from now; 50 needs the first two.
+        const d20 = await store.spend([tpm('s', 100, 20)], []);
+        expect(d20).toMatchObject({ outcome: 'denied', deniedIndex: 0, windows: [90] });
+        if (f.exactTime) expect(d20.retryAfterMs).toBe(W - 100);
+        expect(d20.retryAfterMs).toBeLessThanOrEqual(W - 100);
+        expect((await store.spend([tpm('s', 100, 10)], [])).windows).toEqual([100]);
+        const d50 = await store.spend([tpm('s', 100, 50)], []);
+        if (f.exactTime) expect(d50.retryAfterMs).toBe(W);
+        expect(d50.retryAfterMs).toBeGreaterThan(d20.retryAfterMs);
+        await f.advance(d20.retryAfterMs + 20);
+        expect(await store.spend([tpm('s', 100, 30)], [])).toMatchObject({ outcome: 'allowed', windows: [100] });
+        await f.advance(W + 50);
+        expect((await store.spend([tpm('s', 100, 100)], [])).windows).toEqual([100]);
+      });
+
+      it('never admits a cost over the limit and reports one window as the wait; a zero limit the same', async () => {
+        expect(await store.spend([tpm('big', 10, 11)], [])).toMatchObject({ outcome: 'denied', deniedIndex: 0, retryAfterMs: W, windows: [0] });
+        expect(await store.spend([tpm('zero', 0, 1)], [])).toMatchObject({ outcome: 'denied', retryAfterMs: W });
+        expect(await store.get(key('big:sum'))).toBeNull();
+      });
+
+      it('reports a counter without a seed as missing, creates one at its seed, and rebuilds one on reseed', async () => {
+        const c = month('m', 10, 1);
+        expect(await store.spend([], [c])).toEqual({ outcome: 'missing', deniedIndex: -1, retryAfterMs: 0, windows: [], counters: [null], hit: null });
+        expect(await store.get(c.key)).toBeNull();
+        expect(await store.spend([], [{ ...c, seed: 8 }])).toMatchObject({ outcome: 'allowed', counters: [9] });
+        // An existing counter ignores a seed: replicas that read the durable count at once create it once.
+        expect(await store.spend([], [{ ...c, seed: 0 }])).toMatchObject({ outcome: 'allowed', counters: [10] });
+        expect(await store.spend([], [c])).toMatchObject({ outcome: 'denied', deniedIndex: 0, counters: [10] });
+        expect(await store.get(c.key)).toBe('10');
+        expect(await store.spend([], [{ ...c, seed: 3, reseed: true }])).toMatchObject({ outcome: 'allowed', counters: [4] });
+        // A seed at the limit refuses the call that brought it (and writes nothing).
+        const full = month('full', 5, 1, { seed: 5 });
+        expect(await store.spend([], [full])).toMatchObject({ outcome: 'denied', counters: [5] });
+        expect(await store.get(full.key)).toBeNull();
+      });
+
+      it('a denying window or existing counter wins over a missing counter: the caller need not seed to be refused', async () => {
+        await store.spend([], [month('done', 1, 1, { seed: 0 })]);
+        expect(await store.spend([], [month('gone', 10, 1), month('done', 1, 1)])).toMatchObject({ outcome: 'denied', deniedIndex: 1, counters: [null, 1] });
+        expect(await store.spend([tpm('w0', 0, 1)], [month('gone', 10, 1)])).toMatchObject({ outcome: 'denied', deniedIndex: 0 });
+      });
+
+      it('adds amounts to counters, sets the expiry when one is created and never extends it', async () => {
+        const c = month('ttl', 1_000, 250, { ttlMs: 300, seed: 0 });
+        expect((await store.spend([], [c])).counters).toEqual([250]);
+        await f.advance(200);
+        expect((await store.spend([], [c])).counters).toEqual([500]);
+        expect(await store.spend([], [{ ...c, amount: 501 }])).toMatchObject({ outcome: 'denied', counters: [500] });
+        await f.advance(200);
+        expect(await store.get(c.key)).toBeNull();
+      });
+
+      it('settle replaces a hit\'s cost at its own time, moves counters, and leaves what is gone alone', async () => {
+        const s = await store.spend([tpm('st', 100, 80)], [month('sc', 1_000, 300, { seed: 100 })]);
+        expect(s.outcome).toBe('allowed');
+        await store.settle([{ key: key('st'), hit: s.hit!, from: 80, to: 15 }], [{ key: key('sc'), delta: -250 }]);
+        expect((await store.spend([tpm('st', 100, 85)], [])).windows).toEqual([100]);
+        expect(await store.get(key('sc'))).toBe('150');
+        // A settle that overshoots is charged anyway; the window then refuses until it slides.
+        const more = await store.spend([tpm('over', 100, 10)], []);
+        await store.settle([{ key: key('over'), hit: more.hit!, from: 10, to: 150 }], []);
+        expect(await store.spend([tpm('over', 100, 0)], [])).toMatchObject({ outcome: 'denied', windows: [150] });
+        // Never below 0; a counter that is gone is not created; a hit that left its window is not found.
+        await store.settle([], [{ key: key('sc'), delta: -1_000 }, { key: key('nothing'), delta: 5 }]);
+        expect(await store.get(key('sc'))).toBe('0');
+        expect(await store.get(key('nothing'))).toBeNull();
+        await f.advance(W + 50);
+        await store.settle([{ key: key('st'), hit: s.hit!, from: 15, to: 99 }], []);
+        expect((await store.spend([tpm('st', 100, 100)], [])).windows).toEqual([100]);
+        // An unknown hit, or one named with the wrong cost, changes nothing.
+        const t = await store.spend([tpm('ok', 100, 10)], []);
+        await store.settle([{ key: key('ok'), hit: t.hit!, from: 11, to: 90 }], []);
+        expect((await store.spend([tpm('ok', 100, 0)], [])).windows).toEqual([10]);
+      });
+
+      it('gives exactly 100 of 1,000 concurrent spends of one requests window, across replicas', async () => {
+        const handles = [store, f.peer(), f.peer(), f.peer()];
+        const rpm = [{ key: key('rpm'), limit: 100, windowMs: 60_000, cost: 1 }];
+        const results = await Promise.all(Array.from({ length: 1_000 }, (_, i) => handles[i % handles.length].spend(rpm, [])));
+        const allowed = results.filter((d) => d.outcome === 'allowed');
+        expect(allowed).toHaveLength(100);
+        expect(allowed.map((d) => d.windows[0]).sort((x, y) => x - y)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+        expect(new Set(allowed.map((d) => d.hit)).size).toBe(100);
+      });
+
+      it('keeps windows and counters exact together under concurrency: a budget of 37 spends over two windows', async () => {
+        const handles = [store, f.peer(), f.peer()];
+        const results = await Promise.all(
+          Array.from({ length: 200 }, (_, i) =>
+            handles[i % handles.length].spend(
+              [{ key: key('org-tpm'), limit: 1_000_000, windowMs: 60_000, cost: 7 }, { key: key(`key-${i % 2}`), limit: 30, windowMs: 60_000, cost: 1 }],
+              [{ key: key('budget'), limit: 37 * 41, amount: 41, ttlMs: 60_000, seed: 0 }],
+            ),
+          ),
+        );
+        const allowed = results.filter((d) => d.outcome === 'allowed');
+        expect(allowed).toHaveLength(37);
+        expect(await store.get(key('budget'))).toBe(String(37 * 41));
+        const after = await store.spend([{ key: key('org-tpm'), limit: 1_000_000, windowMs: 60_000, cost: 0 }], []);
+        expect(after.windows).toEqual([37 * 7]);
+      });
+
+      it('refuses malformed calls before touching anything, and a key of another type', async () => {
+        const w = tpm('x', 10, 1);
+        await expect(store.spend([], [])).rejects.toThrow(RangeError);
+        await expect(store.spend([w, { ...w }], [])).rejects.toThrow(/distinct/);
+        await expect(store.spend([{ ...w, cost: -1 }], [])).rejects.toThrow(RangeError);
+        await expect(store.spend([{ ...w, cost: 1.5 }], [])).rejects.toThrow(RangeError);
+        await expect(store.spend([{ ...w, windowMs: 0 }], [])).rejects.toThrow(RangeError);
+        await expect(store.spend([], [month('c', 1, 1, { seed: -2 })])).rejects.toThrow(RangeError);
+        await expect(store.spend([], [month('c', 1, 1, { reseed: true })])).rejects.toThrow(RangeError);
+        // One slot on Redis Cluster: a window alone is two keys, so even one needs a hash tag.
+        await expect(store.spend([{ key: 'untagged', limit: 1, windowMs: W, cost: 1 }], [])).rejects.toThrow(/hash tag/);
+        await expect(store.spend([w], [{ key: 'test:{elsewhere}:c', limit: 1, amount: 1, ttlMs: 1_000 }])).rejects.toThrow(/hash tag/);
+        await expect(store.settle([{ key: key('x'), hit: 'a|b', from: 1, to: 2 }], [])).rejects.toThrow(RangeError);
+        await expect(store.settle([], [{ key: key('c'), delta: 0.5 }])).rejects.toThrow(RangeError);
+        expect(await store.get(key('x:sum'))).toBeNull();
+        await store.set(key('text'), 'abc', 60_000);
+        await expect(store.spend([], [month('text', 10, 1)])).rejects.toThrow(/not an integer/);
+        await expect(store.spend([tpm('text', 10, 1)], [])).rejects.toThrow(/WRONGTYPE/);
       });
     });
 

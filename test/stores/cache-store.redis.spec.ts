@@ -55,6 +55,7 @@ describe('RedisCacheStore without a reachable server', () => {
       set: store.set('k', 'v', 1_000),
       hitWindows: store.hitWindows([{ key: 'rl:{org:x}:k', limit: 1, windowMs: 1_000 }]),
       incrementBelow: store.incrementBelow('ml:{org:x}', 1, 1_000),
+      spend: store.spend([{ key: 'lim:{org:x}:rpm', limit: 1, windowMs: 1_000, cost: 1 }], []),
       ping: store.ping(1_000),
     };
     for (const [name, call] of Object.entries(calls)) {
@@ -173,6 +174,10 @@ describeWithRedis('RedisCacheStore on a real server', () => {
         // A fresh server has an empty script cache: EVALSHA falls back to EVAL on NOSCRIPT.
         expect((await store.hitWindows(checks)).counts).toEqual([1]);
         expect(await store.incrementBelow('ml:{org:restart}', 5, 60_000)).toEqual({ allowed: true, value: 1 });
+        const spent = await store.spend([{ key: 'lim:{org:restart}:tpm', limit: 50, windowMs: 60_000, cost: 20 }], []);
+        expect(spent).toMatchObject({ outcome: 'allowed', windows: [20] });
+        await store.settle([{ key: 'lim:{org:restart}:tpm', hit: spent.hit!, from: 20, to: 5 }], []);
+        expect((await store.spend([{ key: 'lim:{org:restart}:tpm', limit: 50, windowMs: 60_000, cost: 0 }], [])).windows).toEqual([5]);
       } finally {
         await store.close();
       }

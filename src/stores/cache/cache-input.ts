@@ -1,4 +1,4 @@
-import type { BreakerOp, BreakerParams, WindowCheck } from './cache-store';
+import type { BreakerOp, BreakerParams, SettleCounter, SettleWindow, SpendCounter, SpendWindow, WindowCheck } from './cache-store';
 
 /*
  * Argument rules shared by both adapters, so a caller's mistake fails the same way on memory as on
@@ -41,6 +41,52 @@ export function checkWindows(checks: readonly WindowCheck[]): void {
       throw new RangeError('hitWindows keys must share one hash tag such as {org:acme}: Redis Cluster runs a script on one slot');
     }
   }
+}
+
+/** The second key of a spend window: the sum of its hits' costs (same hash tag as the window). */
+export const sumKeyOf = (windowKey: string): string => `${windowKey}:sum`;
+
+/** Keys of one spend or settle call: distinct (a window's sum key included) and all under one hash tag. */
+function checkSpendKeys(what: string, keys: readonly string[]): void {
+  if (keys.length === 0) throw new RangeError(`${what} needs at least one window or counter`);
+  const tag = hashTag(keys[0]);
+  const seen = new Set<string>();
+  for (const k of keys) {
+    if (seen.has(k)) throw new RangeError(`${what} keys must be distinct: ${k} appears twice`);
+    seen.add(k);
+    // A window is two keys, so even a single one needs a tag to stay on one slot of Redis Cluster.
+    if (tag === undefined || hashTag(k) !== tag) throw new RangeError(`${what} keys must share one hash tag such as {org:acme}: Redis Cluster runs a script on one slot`);
+  }
+}
+
+const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0;
+
+/** Spend arguments, checked alike on both adapters (the Lua script trusts them). */
+export function checkSpend(windows: readonly SpendWindow[], counters: readonly SpendCounter[]): void {
+  for (const w of windows) {
+    checkLimit(w.limit, `limit of ${w.key}`);
+    if (!Number.isSafeInteger(w.windowMs) || w.windowMs < 1) throw new RangeError(`windowMs of ${w.key} must be an integer >= 1, got ${w.windowMs}`);
+    if (!isCount(w.cost)) throw new RangeError(`cost of ${w.key} must be an integer >= 0, got ${w.cost}`);
+  }
+  for (const c of counters) {
+    checkLimit(c.limit, `limit of ${c.key}`);
+    if (!isCount(c.amount)) throw new RangeError(`amount of ${c.key} must be an integer >= 0, got ${c.amount}`);
+    checkTtl(c.ttlMs);
+    if (c.seed !== undefined && !isCount(c.seed)) throw new RangeError(`seed of ${c.key} must be an integer >= 0, got ${c.seed}`);
+    if (c.reseed && c.seed === undefined) throw new RangeError(`reseed of ${c.key} needs a seed`);
+  }
+  checkSpendKeys('spend', [...windows.flatMap((w) => [w.key, sumKeyOf(w.key)]), ...counters.map((c) => c.key)]);
+}
+
+export function checkSettle(windows: readonly SettleWindow[], counters: readonly SettleCounter[]): void {
+  for (const w of windows) {
+    if (typeof w.hit !== 'string' || w.hit.length === 0 || w.hit.includes('|')) throw new RangeError(`hit of ${w.key} must be a spend's hit id`);
+    if (!isCount(w.from) || !isCount(w.to)) throw new RangeError(`costs of ${w.key} must be integers >= 0`);
+  }
+  for (const c of counters) {
+    if (!Number.isSafeInteger(c.delta)) throw new RangeError(`delta of ${c.key} must be an integer, got ${c.delta}`);
+  }
+  checkSpendKeys('settle', [...windows.flatMap((w) => [w.key, sumKeyOf(w.key)]), ...counters.map((c) => c.key)]);
 }
 
 const BREAKER_OPS: readonly BreakerOp[] = ['acquire', 'success', 'failure', 'probe_success', 'probe_failure', 'probe_release', 'state'];

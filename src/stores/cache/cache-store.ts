@@ -21,6 +21,68 @@ export interface CounterDecision {
   value: number;
 }
 
+/**
+ * One window of a weighted sliding-window limit (tokens or requests per minute): the costs of the
+ * hits younger than `windowMs` sum to at most `limit`. A requests window spends cost 1 per call.
+ */
+export interface SpendWindow {
+  key: string;
+  limit: number;
+  windowMs: number;
+  /** What this call spends in the window (integer >= 0). */
+  cost: number;
+}
+
+/** A counter of the month (requests, spend in micro-USD) that a spend never takes past `limit`. */
+export interface SpendCounter {
+  key: string;
+  limit: number;
+  /** What this call adds (integer >= 0). */
+  amount: number;
+  /** Expiry set when the counter is created (never extended: a month ends on time). */
+  ttlMs: number;
+  /**
+   * The value to create the counter at when it does not exist (its durable count); absent = a
+   * missing counter is reported (`missing`) so the caller can read that count and come back.
+   */
+  seed?: number;
+  /** Sets the counter to `seed` even when it exists: it is rebuilt from the durable count. */
+  reseed?: boolean;
+}
+
+export interface SpendDecision {
+  /**
+   * `allowed`: every window and counter had room and each was spent. `denied`: one had none, and
+   * nothing was spent. `missing`: no window or existing counter denied, but a counter without a
+   * seed does not exist; nothing was spent.
+   */
+  outcome: 'allowed' | 'denied' | 'missing';
+  /** The first denying entry, windows first then counters (index into windows ++ counters); -1 when none denied. */
+  deniedIndex: number;
+  /** When a window denied: ms until enough of it has left the window for this cost (>= 1). 0 otherwise. */
+  retryAfterMs: number;
+  /** Each window's sum after this call. */
+  windows: number[];
+  /** Each counter's value after this call; null for a missing one. */
+  counters: (number | null)[];
+  /** Names this call's hit in every window, for `settle`; null when nothing was spent. */
+  hit: string | null;
+}
+
+/** Replaces the cost of a hit a `spend` made (`from`, as spent) by what it really cost (`to`). */
+export interface SettleWindow {
+  key: string;
+  hit: string;
+  from: number;
+  to: number;
+}
+
+/** Adds `delta` (which may be negative) to an existing counter, never below 0. */
+export interface SettleCounter {
+  key: string;
+  delta: number;
+}
+
 /** Steps of the shared circuit breaker (docs/architecture.md "Circuit breakers"; lua/breaker.lua documents each). */
 export type BreakerOp = 'acquire' | 'success' | 'failure' | 'probe_success' | 'probe_failure' | 'probe_release' | 'state';
 
@@ -87,6 +149,17 @@ export abstract class CacheStore {
    * key's expiry to `ttlMs` when it is created.
    */
   abstract incrementBelow(key: string, limit: number, ttlMs: number): Promise<CounterDecision>;
+  /**
+   * Weighted sliding windows and counters of the month checked and spent in one atomic step (the
+   * per-key and per-organisation controls: docs/architecture.md "One limiter for every limit").
+   * Every key must carry the same hash tag. A window keeps a second key, `<key>:sum`.
+   */
+  abstract spend(windows: readonly SpendWindow[], counters: readonly SpendCounter[]): Promise<SpendDecision>;
+  /**
+   * After the answer: each hit's cost replaced by the real one (a hit that already left its window
+   * is left alone) and each existing counter moved by its delta, in one atomic step.
+   */
+  abstract settle(windows: readonly SettleWindow[], counters: readonly SettleCounter[]): Promise<void>;
   /**
    * One atomic step of the circuit breaker whose state lives at `key` (a per-provider key such as
    * `cb:{provider:openai}`), so every replica sees one breaker. `nowMs` overrides the store's clock

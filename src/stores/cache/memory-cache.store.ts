@@ -1,6 +1,9 @@
 import { assertUnreachable } from '../../common/errors/error-catalogue';
-import { checkBreaker, checkLimit, checkTtl, checkWindows } from './cache-input';
-import { BreakerDecision, BreakerOp, BreakerParams, CacheStore, CounterDecision, WindowCheck, WindowDecision } from './cache-store';
+import { checkBreaker, checkLimit, checkSettle, checkSpend, checkTtl, checkWindows } from './cache-input';
+import {
+  BreakerDecision, BreakerOp, BreakerParams, CacheStore, CounterDecision, SettleCounter, SettleWindow, SpendCounter, SpendDecision, SpendWindow, WindowCheck,
+  WindowDecision,
+} from './cache-store';
 import { setBounded } from '../../common/bounded-map';
 
 export interface MemoryCacheStoreOptions {
@@ -16,8 +19,16 @@ type Entry =
   | { type: 'string'; value: string; expiresAt: number }
   /** A sliding log: hit times, oldest first (lua/hit-windows.lua keeps a sorted set). */
   | { type: 'log'; hits: number[]; expiresAt: number }
+  /** A weighted sliding log: hits oldest first and the sum of their costs (lua/spend.lua keeps a sorted set and a sum key). */
+  | { type: 'spend-log'; hits: SpendHit[]; sum: number; expiresAt: number }
   /** A circuit breaker: the fields of the hash lua/breaker.lua keeps. */
   | { type: 'breaker'; st: 0 | 1; cf: number; op: number; ou: number; pu: number; window: Map<number, { n: number; f: number }>; expiresAt: number };
+
+interface SpendHit {
+  at: number;
+  hit: string;
+  cost: number;
+}
 
 const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
 
@@ -35,6 +46,7 @@ export class MemoryCacheStore extends CacheStore {
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
   private lastSweepAt = -Infinity;
+  private sequence = 0;
 
   constructor(options: MemoryCacheStoreOptions = {}) {
     super();
@@ -124,6 +136,114 @@ export class MemoryCacheStore extends CacheStore {
     // The expiry is set when the counter is created, never extended: a monthly window ends on time.
     this.write(key, { type: 'string', value: String(value + 1), expiresAt: entry?.expiresAt ?? this.now() + ttl });
     return { allowed: true, value: value + 1 };
+  }
+
+  /** lua/spend.lua (its header documents it), in one synchronous run. */
+  async spend(windows: readonly SpendWindow[], counters: readonly SpendCounter[]): Promise<SpendDecision> {
+    this.open();
+    checkSpend(windows, counters);
+    const now = this.now();
+    const logs: SpendHit[][] = [];
+    const sums: number[] = [];
+    let deniedIndex = -1;
+    let retryAfterMs = 0;
+    for (const [i, w] of windows.entries()) {
+      const entry = this.live(w.key);
+      if (entry !== undefined && entry.type !== 'spend-log') throw new Error(WRONGTYPE);
+      const hits = entry?.hits ?? [];
+      // A hit counts while it is younger than the window, as in the Lua script.
+      const boundary = now - w.windowMs;
+      let gone = 0;
+      let freed = 0;
+      while (gone < hits.length && hits[gone].at <= boundary) freed += hits[gone++].cost;
+      if (gone > 0) hits.splice(0, gone);
+      const sum = hits.length === 0 ? 0 : (entry?.sum ?? 0) - freed;
+      if (entry) {
+        entry.sum = sum;
+        if (hits.length === 0) this.entries.delete(w.key);
+      }
+      logs.push(hits);
+      sums.push(sum);
+      if (deniedIndex === -1 && sum + w.cost > w.limit) {
+        deniedIndex = i;
+        if (w.cost <= w.limit) {
+          let left = 0;
+          for (const h of hits) {
+            left += h.cost;
+            if (sum - left + w.cost <= w.limit) {
+              retryAfterMs = Math.max(1, Math.ceil(h.at + w.windowMs - now));
+              break;
+            }
+          }
+        }
+        if (retryAfterMs === 0) retryAfterMs = w.windowMs;
+      }
+    }
+
+    const values: (number | null)[] = [];
+    const create: boolean[] = [];
+    let missing = false;
+    for (const [j, c] of counters.entries()) {
+      const entry = this.live(c.key);
+      if (entry !== undefined && entry.type !== 'string') throw new Error(WRONGTYPE);
+      let value: number | null;
+      if (c.reseed) value = c.seed!;
+      else if (entry !== undefined) {
+        if (!/^-?\d+$/.test(entry.value)) throw new Error('ERR value is not an integer or out of range');
+        value = Number(entry.value);
+      } else value = c.seed ?? null;
+      create.push(c.reseed === true || (entry === undefined && value !== null));
+      if (value === null) missing = true;
+      values.push(value);
+      if (value !== null && deniedIndex === -1 && value + c.amount > c.limit) deniedIndex = windows.length + j;
+    }
+
+    const outcome = deniedIndex !== -1 ? 'denied' : missing ? 'missing' : 'allowed';
+    let hit: string | null = null;
+    if (outcome === 'allowed') {
+      hit = `m${++this.sequence}`;
+      for (const [i, w] of windows.entries()) {
+        const hits = logs[i];
+        // A clock that steps back must not break the oldest-first order the slide relies on.
+        let at = hits.length;
+        while (at > 0 && hits[at - 1].at > now) at--;
+        hits.splice(at, 0, { at: now, hit, cost: w.cost });
+        sums[i] += w.cost;
+        // The log goes when its newest hit leaves the window, as PEXPIREAT does in the script.
+        this.write(w.key, { type: 'spend-log', hits, sum: sums[i], expiresAt: hits[hits.length - 1].at + w.windowMs });
+      }
+      for (const [j, c] of counters.entries()) {
+        const value = values[j]! + c.amount;
+        values[j] = value;
+        const entry = create[j] ? undefined : this.live(c.key);
+        // The expiry is set when the counter is created, never extended: a month ends on time.
+        this.write(c.key, { type: 'string', value: String(value), expiresAt: entry?.expiresAt ?? this.now() + checkTtl(c.ttlMs) });
+      }
+    }
+    return { outcome, retryAfterMs, deniedIndex, windows: sums, counters: values, hit };
+  }
+
+  /** lua/settle.lua, in one synchronous run. */
+  async settle(windows: readonly SettleWindow[], counters: readonly SettleCounter[]): Promise<void> {
+    this.open();
+    checkSettle(windows, counters);
+    for (const w of windows) {
+      const entry = this.live(w.key);
+      if (entry !== undefined && entry.type !== 'spend-log') throw new Error(WRONGTYPE);
+      if (entry === undefined) continue;
+      // Found by its id and cost, as the script finds its member; one that left the window is gone.
+      const h = entry.hits.find((x) => x.hit === w.hit && x.cost === w.from);
+      if (h === undefined || w.from === w.to) continue;
+      h.cost = w.to;
+      entry.sum += w.to - w.from;
+    }
+    for (const c of counters) {
+      const entry = this.live(c.key);
+      if (entry !== undefined && entry.type !== 'string') throw new Error(WRONGTYPE);
+      if (entry === undefined || c.delta === 0) continue;
+      if (!/^-?\d+$/.test(entry.value)) throw new Error('ERR value is not an integer or out of range');
+      entry.value = String(Math.max(0, Number(entry.value) + c.delta));
+    }
   }
 
   /** The steps of lua/breaker.lua (its header documents them), in one synchronous run. */

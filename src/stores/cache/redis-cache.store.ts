@@ -5,8 +5,11 @@ import Redis from 'ioredis';
 import type { Logger } from 'pino';
 import { ThrottledWarning } from '../../common/logging/throttled-warning';
 import { StoreTimeoutError, withTimeout } from '../with-timeout';
-import { checkBreaker, checkLimit, checkTtl, checkWindows } from './cache-input';
-import { BreakerDecision, BreakerOp, BreakerParams, BreakerState, CacheStore, CounterDecision, WindowCheck, WindowDecision } from './cache-store';
+import { checkBreaker, checkLimit, checkSettle, checkSpend, checkTtl, checkWindows, sumKeyOf } from './cache-input';
+import {
+  BreakerDecision, BreakerOp, BreakerParams, BreakerState, CacheStore, CounterDecision, SettleCounter, SettleWindow, SpendCounter, SpendDecision, SpendWindow,
+  WindowCheck, WindowDecision,
+} from './cache-store';
 
 export interface RedisCacheStoreOptions {
   url: string;
@@ -24,18 +27,22 @@ interface ScriptedRedis extends Redis {
   hitWindows(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>;
   incrementBelow(key: string, limit: number, ttlMs: number): Promise<[number, number]>;
   breaker(key: string, ...args: (string | number)[]): Promise<number[]>;
+  spend(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>;
+  settle(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
 }
 
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open'];
 const BREAKER_PERMITS = [null, 'allow', 'probe', 'reject'] as const;
 
 // Read once per process: the files ship beside the compiled code (nest-cli.json copies stores/**/*.lua).
-let scripts: { hitWindows: string; incrementBelow: string; breaker: string } | undefined;
+let scripts: { hitWindows: string; incrementBelow: string; breaker: string; spend: string; settle: string } | undefined;
 function loadScripts(): NonNullable<typeof scripts> {
   scripts ??= {
     hitWindows: readFileSync(join(__dirname, 'lua', 'hit-windows.lua'), 'utf8'),
     incrementBelow: readFileSync(join(__dirname, 'lua', 'increment-below.lua'), 'utf8'),
     breaker: readFileSync(join(__dirname, 'lua', 'breaker.lua'), 'utf8'),
+    spend: readFileSync(join(__dirname, 'lua', 'spend.lua'), 'utf8'),
+    settle: readFileSync(join(__dirname, 'lua', 'settle.lua'), 'utf8'),
   };
   return scripts;
 }
@@ -92,6 +99,8 @@ export class RedisCacheStore extends CacheStore {
     client.defineCommand('hitWindows', { lua: lua.hitWindows });
     client.defineCommand('incrementBelow', { numberOfKeys: 1, lua: lua.incrementBelow });
     client.defineCommand('breaker', { numberOfKeys: 1, lua: lua.breaker });
+    client.defineCommand('spend', { lua: lua.spend });
+    client.defineCommand('settle', { lua: lua.settle });
 
     const warning = options.logger ? new ThrottledWarning(options.logger) : undefined;
     // Without a listener ioredis dumps every failed reconnect to stderr as an "Unhandled error event";
@@ -123,11 +132,43 @@ export class RedisCacheStore extends CacheStore {
     await this.run('del', () => this.client.del(...keys));
   }
 
+  async spend(windows: readonly SpendWindow[], counters: readonly SpendCounter[]): Promise<SpendDecision> {
+    checkSpend(windows, counters);
+    const keys: string[] = [];
+    for (const w of windows) keys.push(w.key, sumKeyOf(w.key));
+    for (const c of counters) keys.push(c.key);
+    const hit = this.nextMember();
+    const args: (string | number)[] = [...keys, windows.length, counters.length, hit];
+    for (const w of windows) args.push(w.limit, w.windowMs, w.cost);
+    for (const c of counters) args.push(c.limit, c.amount, Math.ceil(c.ttlMs), c.seed ?? -1, c.reseed ? 1 : 0);
+    const reply = (await this.run('spend', () => this.client.spend(keys.length, ...args))).map(Number);
+    const outcome = reply[0] === 1 ? 'allowed' : reply[0] === 2 ? 'missing' : 'denied';
+    return {
+      outcome,
+      retryAfterMs: reply[1],
+      deniedIndex: reply[2],
+      windows: reply.slice(3, 3 + windows.length),
+      counters: reply.slice(3 + windows.length).map((v) => (v < 0 ? null : v)),
+      hit: outcome === 'allowed' ? hit : null,
+    };
+  }
+
+  async settle(windows: readonly SettleWindow[], counters: readonly SettleCounter[]): Promise<void> {
+    checkSettle(windows, counters);
+    const keys: string[] = [];
+    for (const w of windows) keys.push(w.key, sumKeyOf(w.key));
+    for (const c of counters) keys.push(c.key);
+    const args: (string | number)[] = [...keys, windows.length, counters.length];
+    for (const w of windows) args.push(w.hit, w.from, w.to);
+    for (const c of counters) args.push(c.delta);
+    await this.run('settle', () => this.client.settle(keys.length, ...args));
+  }
+
   async hitWindows(checks: readonly WindowCheck[]): Promise<WindowDecision> {
     checkWindows(checks);
     const args: (string | number)[] = checks.map((c) => c.key);
     for (const c of checks) args.push(c.limit, c.windowMs);
-    args.push(`${this.instanceId}:${(this.sequence = (this.sequence + 1) % Number.MAX_SAFE_INTEGER)}`);
+    args.push(this.nextMember());
     const reply = await this.run('hitWindows', () => this.client.hitWindows(checks.length, ...args));
     return {
       allowed: reply[0] === 1,
@@ -191,6 +232,11 @@ export class RedisCacheStore extends CacheStore {
       }
     }
     this.client.disconnect();
+  }
+
+  /** A member of a sliding log, unique across replicas. */
+  private nextMember(): string {
+    return `${this.instanceId}:${(this.sequence = (this.sequence + 1) % Number.MAX_SAFE_INTEGER)}`;
   }
 
   /** Runs one call within `timeoutMs`; a call that timed out while waiting to start is never sent. */

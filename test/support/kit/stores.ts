@@ -1,10 +1,10 @@
-import type { BreakerOp, BreakerParams, WindowCheck } from '../../../src/stores/cache/cache-store';
+import type { BreakerOp, BreakerParams, SettleCounter, SettleWindow, SpendCounter, SpendWindow, WindowCheck } from '../../../src/stores/cache/cache-store';
 import { MemoryCacheStore } from '../../../src/stores/cache/memory-cache.store';
 import { SqlResult, SqlStore } from '../../../src/stores/sql/sql-store';
 
 export { SwitchableSql } from '../switchable-sql';
 
-export type CacheCall = 'get' | 'set' | 'del' | 'hitWindows' | 'incrementBelow' | 'breaker' | 'ping';
+export type CacheCall = 'get' | 'set' | 'del' | 'hitWindows' | 'incrementBelow' | 'spend' | 'settle' | 'breaker' | 'ping';
 
 /**
  * The real in-process cache store, counting its calls, that can be switched off: while `down`, every
@@ -14,7 +14,7 @@ export type CacheCall = 'get' | 'set' | 'del' | 'hitWindows' | 'incrementBelow' 
 export class SwitchableCache extends MemoryCacheStore {
   down = false;
   failure = 'Connection is closed.';
-  readonly callsOf: Record<CacheCall, number> = { get: 0, set: 0, del: 0, hitWindows: 0, incrementBelow: 0, breaker: 0, ping: 0 };
+  readonly callsOf: Record<CacheCall, number> = { get: 0, set: 0, del: 0, hitWindows: 0, incrementBelow: 0, spend: 0, settle: 0, breaker: 0, ping: 0 };
 
   /** Calls of every kind so far. */
   get calls(): number {
@@ -40,6 +40,14 @@ export class SwitchableCache extends MemoryCacheStore {
   override async incrementBelow(key: string, limit: number, ttlMs: number) {
     this.gate('incrementBelow');
     return super.incrementBelow(key, limit, ttlMs);
+  }
+  override async spend(windows: readonly SpendWindow[], counters: readonly SpendCounter[]) {
+    this.gate('spend');
+    return super.spend(windows, counters);
+  }
+  override async settle(windows: readonly SettleWindow[], counters: readonly SettleCounter[]) {
+    this.gate('settle');
+    return super.settle(windows, counters);
   }
   override async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number) {
     this.gate('breaker');
