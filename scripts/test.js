@@ -55,6 +55,15 @@ async function main() {
       process.exit(1);
     }
   }
+  // The console's browser suite (test/console.e2e-spec.ts) serves the built console: build it as `npm start` does.
+  if (args.length === 0) {
+    const built = spawnSync(process.execPath, [path.join(__dirname, 'build-console.js')], { stdio: 'inherit' });
+    if (built.status !== 0) {
+      stopAll();
+      console.error('console build failed');
+      process.exit(1);
+    }
+  }
   // --forceExit: a suite that fails in beforeAll can leave a server handle open; CI must not hang on it.
   const report = path.join(os.tmpdir(), `gw-jest-${process.pid}.json`);
   const jest = require.resolve('jest/bin/jest');

@@ -5,6 +5,7 @@ import { CommonModule } from './common/common.module';
 import { GatewayExceptionFilter } from './common/errors/gateway-exception.filter';
 import { RequestContextMiddleware } from './common/http/request-context.middleware';
 import { AdminModule } from './admin/admin.module';
+import { ConsoleModule } from './console/console.module';
 import { ChatModule } from './chat/chat.module';
 import { EmbeddingsModule } from './embeddings/embeddings.module';
 import { ExperimentsModule } from './experiments/experiments.module';
@@ -49,6 +50,7 @@ export class AppModule implements NestModule {
         RetentionModule,
         RoutingExplainModule,
         AdminModule,
+        ConsoleModule,
       ],
       providers: [
         // The API-key guard lives here, where TenancyModule provides its authenticator.

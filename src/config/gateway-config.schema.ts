@@ -262,6 +262,12 @@ const retention = section(
   'retention',
 );
 
+/**
+ * The operator console (docs/architecture.md "Console"): the web UI served at /console on the
+ * operators' REST API. Off = /console is not mounted at all (404 like any unknown path).
+ */
+const consoleSection = section({ enabled: withDefault(bool(), true) }, 'console');
+
 export const gatewayConfigSchema = obj({
   providers: withDefault(record(provider, id()), {}),
   models: withDefault(record(model, str({ pattern: /^[^,\s/][^,\s]*$/, what: 'a model id without commas or spaces' })), {}),
@@ -277,6 +283,7 @@ export const gatewayConfigSchema = obj({
   stores,
   traces,
   retention,
+  console: consoleSection,
 });
 
 export type RawGatewayConfig = Infer<typeof gatewayConfigSchema>;

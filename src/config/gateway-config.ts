@@ -130,6 +130,8 @@ export interface GatewayConfig {
   stores: RawGatewayConfig['stores'];
   traces: RawGatewayConfig['traces'];
   retention: RetentionSpec;
+  /** The operator console at /console (docs/architecture.md "Console"). */
+  console: RawGatewayConfig['console'];
 }
 
 /** Days kept of each kind of row (null = forever), resolved against the learning window. */
@@ -155,7 +157,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
   const learning = learningOf(raw.learning);
   const routing = routingOf(raw.routing);
   const retention = retentionOf(raw.retention, learning);
-  // Templates, limits, metrics, breakers, stores and traces have no rule across fields: the schema's checks are all.
+  // Templates, limits, metrics, breakers, stores, traces and console have no rule across fields: the schema's checks are all.
   return deepFreeze({
     providers,
     models,
@@ -171,6 +173,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
     stores: raw.stores,
     traces: raw.traces,
     retention,
+    console: raw.console,
   });
 }
 
