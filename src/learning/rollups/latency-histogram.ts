@@ -21,36 +21,32 @@ export function latencyBinSql(latency: string): string {
 /**
  * SQL CTEs (to follow other CTEs, so starting with a comma) that read percentiles from a histogram
  * relation `source` with columns (<keys>, bin, n, total), n > 0, into a relation `<name>` with
- * columns (<keys>, p<q> for each quantile): e.g. p50, p90, p99.
+ * columns (<keys>, p<q> for each quantile): e.g. p50, p90, p99. One ordered pass per key: each bin
+ * knows the ranks it holds, [upto − n, upto), and the key's count; the bins holding the ranks
+ * floor(r) and ceil(r), r = q·(count − 1), give the two order statistics to interpolate between.
+ * Counts are compared as double precision: exact below 2^53.
  */
 export function percentilesSql(name: string, source: string, keys: readonly string[], quantiles: readonly number[]): string {
   const k = keys.join(', ');
-  const on = (a: string, b: string) => keys.map((c) => `${a}.${c} = ${b}.${c}`).join(' AND ');
-  const values = quantiles.map((q) => `(${q}::float8)`).join(', ');
-  const columns = quantiles.map((q) => `max(v) FILTER (WHERE q = ${q}::float8) AS p${Math.round(q * 100)}`).join(', ');
+  const holds = (rank: string) => `upto - n <= ${rank} AND ${rank} < upto`;
+  const columns = quantiles
+    .map((q) => {
+      const r = `(${q}::float8 * (total_n - 1))`;
+      const lo = `max(rep) FILTER (WHERE ${holds(`floor(${r})`)})`;
+      const hi = `max(rep) FILTER (WHERE ${holds(`ceil(${r})`)})`;
+      return `${lo} + (max(${r}) - floor(max(${r}))) * (${hi} - ${lo}) AS p${Math.round(q * 100)}`;
+    })
+    .join(',\n           ');
   return `,
   ${name}_h AS (
-    SELECT ${k}, bin, n, (total / n)::float8 AS rep, sum(n) OVER (PARTITION BY ${k} ORDER BY bin) AS upto
+    SELECT ${k}, bin, n::float8 AS n, (total / n)::float8 AS rep,
+           (sum(n) OVER (PARTITION BY ${k} ORDER BY bin))::float8 AS upto,
+           (sum(n) OVER (PARTITION BY ${k}))::float8 AS total_n
     FROM ${source}
   ),
-  ${name}_r AS (
-    SELECT c.*, qs.q, qs.q * (c.total_n - 1)::float8 AS r
-    FROM (SELECT ${k}, max(upto) AS total_n FROM ${name}_h GROUP BY ${k}) c
-    CROSS JOIN (VALUES ${values}) AS qs (q)
-  ),
-  ${name}_lo AS MATERIALIZED (
-    SELECT ${keys.map((c) => `x.${c}`).join(', ')}, x.q, x.r, b.rep
-    FROM ${name}_r x JOIN ${name}_h b ON ${on('b', 'x')} AND b.upto - b.n <= floor(x.r) AND floor(x.r) < b.upto
-  ),
-  ${name}_hi AS MATERIALIZED (
-    SELECT ${keys.map((c) => `x.${c}`).join(', ')}, x.q, b.rep
-    FROM ${name}_r x JOIN ${name}_h b ON ${on('b', 'x')} AND b.upto - b.n <= ceil(x.r) AND ceil(x.r) < b.upto
-  ),
-  ${name}_v AS (
-    SELECT ${keys.map((c) => `lo.${c}`).join(', ')}, lo.q, lo.rep + (lo.r - floor(lo.r)) * (hi.rep - lo.rep) AS v
-    FROM ${name}_lo lo JOIN ${name}_hi hi ON ${on('hi', 'lo')} AND hi.q = lo.q
-  ),
   ${name} AS (
-    SELECT ${k}, ${columns} FROM ${name}_v GROUP BY ${k}
+    SELECT ${k},
+           ${columns}
+    FROM ${name}_h GROUP BY ${k}
   )`;
 }

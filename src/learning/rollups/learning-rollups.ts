@@ -80,9 +80,12 @@ const tracesSql = (range: string) => `
         SELECT org_id, provider, model, bucket, bin, n, total FROM lat
         UNION ALL
         SELECT h.org_id, h.provider, h.model, h.bucket, u.bin, u.n, u.total
-        FROM rollup_model_hours h
-        JOIN (SELECT DISTINCT org_id, provider, model, bucket FROM lat) k
-          ON k.org_id = h.org_id AND k.provider = h.provider AND k.model = h.model AND k.bucket = h.bucket
+        FROM (SELECT DISTINCT org_id, provider, model, bucket FROM lat) k
+        -- One primary-key lookup per touched bucket, never a scan of them all.
+        CROSS JOIN LATERAL (
+          SELECT * FROM rollup_model_hours h
+          WHERE h.org_id = k.org_id AND h.provider = k.provider AND h.model = k.model AND h.bucket = k.bucket
+        ) h
         CROSS JOIN LATERAL unnest(h.latency_bins, h.latency_n, h.latency_sum) AS u (bin, n, total)
       ) x
       GROUP BY 1, 2, 3, 4, 5
