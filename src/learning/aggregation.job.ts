@@ -91,7 +91,9 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
     let aggregation: AggregationRun['aggregation'];
     try {
       const started = Date.now();
-      aggregation = await this.repo.recompute({ windowSeconds: window_days * DAY_SECONDS, weights });
+      // The change detector runs in the same beat, on what it takes in (README "Drift: change detection").
+      const drift = { latencyTargetMs: this.config.gateway.routing.latency_target_ms };
+      aggregation = await this.repo.recompute({ windowSeconds: window_days * DAY_SECONDS, weights, drift });
       this.recomputeDueAt = started + (Date.now() - started) / MAX_DUTY;
     } catch (err) {
       aggregation = 'failed';

@@ -1,9 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { SqlStore } from '../stores/sql/sql-store';
+import { DRIFT_CUSUM, DriftParams, DriftRepository, epochWindowSql } from './drift/drift.repository';
 import { ModelStats } from './model-stats';
 import { percentilesSql } from './rollups/latency-histogram';
 import { LearningRollups } from './rollups/learning-rollups';
-import type { BackfillLimits } from './rollups/rollup-state';
+import { bucketCeil, type BackfillLimits } from './rollups/rollup-state';
 
 export interface AggregationParams {
   /** How far back traces and feedback count (config `learning.window_days`), in seconds. */
@@ -14,6 +15,11 @@ export interface AggregationParams {
   at?: Date;
   /** How much of a backfill under way one beat takes on (defaults suit production). */
   backfill?: BackfillLimits;
+  /**
+   * The change detector's inputs (README "Drift: change detection"): given, the beat runs it on what
+   * it took in; left out, the samples wait, unfed, for a beat that runs it.
+   */
+  drift?: Omit<DriftParams, 'weights'>;
 }
 
 /** `done`: the table was recomputed; `skipped`: another replica held the lock and was recomputing it. */
@@ -55,6 +61,10 @@ const CLEAR = 'DELETE FROM model_stats';
  *   fb, req    grouped per (org, provider, model) and, with GROUPING SETS, per (provider, model)
  *              across organisations: the shared pool, org_id '*' (no real org id can be '*'). fb is
  *              over samples, req over tried: a failed attempt counts as a request, never as feedback.
+ *   ep         the latest change point of each pair inside the window (learning_epochs, found by the
+ *              change detector, drift/drift.repository.ts): that pair's window starts there, for its
+ *              samples (a successful trace and the answer both at or after it) and, from the first
+ *              whole hour at or after it, for its requests (the rollups keep those by hour only).
  *
  * Variances are population variances (var_pop): defined from one sample, and for the 0/1 useful flag
  * equal to rate·(1 − rate). Latency percentiles (percentile_cont, linear interpolation) and the mean
@@ -66,26 +76,37 @@ const RECOMPUTE = `
   WITH win AS (
     SELECT COALESCE($4::timestamptz, now() - $1::float8 * interval '1 second') AS start
   ),
+  ep AS (
+    SELECT DISTINCT ON (e.org_id, e.provider, e.model) e.org_id, e.provider, e.model, e.since
+    FROM learning_epochs e CROSS JOIN win WHERE e.since > win.start
+    ORDER BY e.org_id, e.provider, e.model, e.since DESC
+  ),
   served AS (
     SELECT t.org_id, t.session_id, t.endpoint, t.selected_provider AS provider, t.selected_model AS model,
-           (t.status BETWEEN 200 AND 299) AS ok, t.latency_ms, t.cost_usd
+           (t.status BETWEEN 200 AND 299) AS ok, t.latency_ms, t.cost_usd, t.created_at
     FROM decision_traces t CROSS JOIN win
     WHERE t.created_at >= win.start AND t.selected_provider IS NOT NULL AND t.selected_model IS NOT NULL
   ),
-  tried AS (
-    SELECT org_id, provider, model, ok, latency_ms, cost_usd FROM served
+  tried_all AS (
+    SELECT org_id, provider, model, ok, latency_ms, cost_usd, created_at FROM served
     UNION ALL
-    SELECT t.org_id, a.provider, a.model, false, NULL::float8, NULL::float8
+    SELECT t.org_id, a.provider, a.model, false, NULL::float8, NULL::float8, t.created_at
     FROM decision_traces t
     CROSS JOIN win
     CROSS JOIN LATERAL jsonb_to_recordset(t.failed_attempts) AS a(provider text, model text)
     WHERE t.created_at >= win.start AND t.failed_attempts IS NOT NULL
       AND a.provider IS NOT NULL AND a.model IS NOT NULL
   ),
+  tried AS (
+    SELECT x.org_id, x.provider, x.model, x.ok, x.latency_ms, x.cost_usd
+    FROM tried_all x LEFT JOIN ep ON ep.org_id = x.org_id AND ep.provider = x.provider AND ep.model = x.model
+    WHERE ep.since IS NULL OR x.created_at >= ${bucketCeil('ep.since')}
+  ),
   attributed AS (
-    SELECT DISTINCT org_id, session_id, provider, model
-    FROM served
-    WHERE ok AND endpoint IN ('chat', 'responses') AND session_id IS NOT NULL
+    SELECT DISTINCT s.org_id, s.session_id, s.provider, s.model, ep.since
+    FROM served s LEFT JOIN ep ON ep.org_id = s.org_id AND ep.provider = s.provider AND ep.model = s.model
+    WHERE s.ok AND s.endpoint IN ('chat', 'responses') AND s.session_id IS NOT NULL
+      AND (ep.since IS NULL OR s.created_at >= ep.since)
   ),
   samples AS (
     SELECT a.org_id, a.provider, a.model, f.score,
@@ -94,7 +115,7 @@ const RECOMPUTE = `
     FROM attributed a
     JOIN feedback f ON f.org_id = a.org_id AND f.session_id = a.session_id
     CROSS JOIN win
-    WHERE f.updated_at >= win.start
+    WHERE f.updated_at >= GREATEST(win.start, COALESCE(a.since, win.start))
   ),
   fb AS (
     SELECT CASE WHEN GROUPING(org_id) = 1 THEN '*' ELSE org_id END AS org_id, provider, model,
@@ -126,13 +147,13 @@ const RECOMPUTE = `
     org_id, provider, model, n, requests, outcome_mean, outcome_var, score_mean, score_var, useful_rate, useful_var,
     success_rate, latency_p50_ms, latency_p90_ms, latency_p99_ms, cost_mean_usd,
     nps_detractors, nps_passives, nps_promoters, window_start, computed_at)
-  SELECT r.org_id, r.provider, r.model, COALESCE(f.n, 0), r.requests, f.outcome_mean, f.outcome_var,
-         f.score_mean, f.score_var, f.useful_rate, f.useful_var,
+  SELECT COALESCE(r.org_id, f.org_id), COALESCE(r.provider, f.provider), COALESCE(r.model, f.model), COALESCE(f.n, 0), COALESCE(r.requests, 0),
+         f.outcome_mean, f.outcome_var, f.score_mean, f.score_var, f.useful_rate, f.useful_var,
          r.success_rate, r.latency_p50_ms, r.latency_p90_ms, r.latency_p99_ms, r.cost_mean_usd,
          COALESCE(f.nps_detractors, 0), COALESCE(f.nps_passives, 0), COALESCE(f.nps_promoters, 0), win.start, now()
   FROM req r
-  CROSS JOIN win
-  LEFT JOIN fb f ON f.org_id = r.org_id AND f.provider = r.provider AND f.model = r.model`;
+  FULL JOIN fb f ON f.org_id = r.org_id AND f.provider = r.provider AND f.model = r.model
+  CROSS JOIN win`;
 
 /*
  * The beat's rewrite of model_stats from the rollups' window sums (learning-rollups.ts): a few rows
@@ -140,15 +161,13 @@ const RECOMPUTE = `
  * bucket-aligned window: the pool '*' sums every organisation's rows; means and population variances
  * follow from the integer sums (y = a·score + b·useful with a = w_s/10, b = w_u, so Σy and Σy² come
  * from Σscore, Σscore², Σuseful and Σscore·useful, useful² being useful); the success rate over every
- * request; percentiles from the merged latency histogram; the mean cost from its exact sum.
+ * request; percentiles from the merged latency histogram; the mean cost from its exact sum. A pair
+ * with a change point in the window (epochWindowSql) has its figures from that point on; until the
+ * first whole hour after the change it may have samples but no requests (no success rate then).
  * $1 score weight, $2 useful weight, $3 window start.
  */
 const REWRITE = `
-  WITH w AS (
-    SELECT org_id, provider, model, requests, ok, cost_n, cost_sum, n, score_sum, score_sq_sum, useful_sum, score_useful_sum,
-           nps_detractors, nps_passives, nps_promoters
-    FROM rollup_window WHERE requests > 0
-  ),
+  WITH ${epochWindowSql('$3::timestamptz')},
   k AS (
     SELECT * FROM w
     UNION ALL
@@ -157,9 +176,9 @@ const REWRITE = `
     FROM w GROUP BY provider, model
   ),
   lat AS (
-    SELECT org_id, provider, model, bin, n, total FROM rollup_window_latency WHERE n > 0
+    SELECT org_id, provider, model, bin, n, total FROM wl
     UNION ALL
-    SELECT '*', provider, model, bin, sum(n), sum(total) FROM rollup_window_latency WHERE n > 0 GROUP BY provider, model, bin
+    SELECT '*', provider, model, bin, sum(n), sum(total) FROM wl GROUP BY provider, model, bin
   )
   ${percentilesSql('pct', 'lat', ['org_id', 'provider', 'model'], [0.5, 0.9, 0.99])},
   m AS (
@@ -179,17 +198,33 @@ const REWRITE = `
   SELECT m.org_id, m.provider, m.model, m.n, m.requests,
          m.y_mean, GREATEST(m.y_sq_mean - m.y_mean * m.y_mean, 0), m.s_mean, GREATEST(m.s_sq_mean - m.s_mean * m.s_mean, 0),
          m.u_mean, GREATEST(m.u_mean - m.u_mean * m.u_mean, 0),
-         m.ok::float8 / m.requests::float8, pct.p50, pct.p90, pct.p99,
+         m.ok::float8 / NULLIF(m.requests, 0)::float8, pct.p50, pct.p90, pct.p99,
          (m.cost_sum / NULLIF(m.cost_n, 0))::float8,
          m.nps_detractors, m.nps_passives, m.nps_promoters, $3::timestamptz, now()
   FROM m
   LEFT JOIN pct ON pct.org_id = m.org_id AND pct.provider = m.provider AND pct.model = m.model`;
 
+/*
+ * The table, with what the change detector knows of each pair (drift/drift.repository.ts): its latest
+ * change point, when it last served a request and how many of its organisation's requests came
+ * after, and how far its outcome test's rise statistic is towards an alarm (DRIFT_CUSUM.h).
+ */
 const LOAD = `
-  SELECT org_id, provider, model, n, requests, outcome_mean, outcome_var, score_mean, score_var, useful_rate, useful_var,
-         success_rate, latency_p50_ms, latency_p90_ms, latency_p99_ms, cost_mean_usd,
-         nps_detractors, nps_passives, nps_promoters, computed_at
-  FROM model_stats`;
+  SELECT m.org_id, m.provider, m.model, m.n, m.requests, m.outcome_mean, m.outcome_var, m.score_mean, m.score_var, m.useful_rate, m.useful_var,
+         m.success_rate, m.latency_p50_ms, m.latency_p90_ms, m.latency_p99_ms, m.cost_mean_usd,
+         m.nps_detractors, m.nps_passives, m.nps_promoters, m.computed_at,
+         e.since AS change_since, e.direction AS change_direction, e.detected_at AS change_detected_at,
+         a.last_sample_at AS served_at, (o.requests - a.org_requests_at)::text AS requests_since,
+         ((d.state -> 'up' ->> 's')::float8 / $1::float8) AS rise_evidence
+  FROM model_stats m
+  LEFT JOIN LATERAL (
+    SELECT since, direction, detected_at FROM learning_epochs x
+    WHERE x.org_id = m.org_id AND x.provider = m.provider AND x.model = m.model
+    ORDER BY x.since DESC LIMIT 1
+  ) e ON true
+  LEFT JOIN drift_detectors a ON a.org_id = m.org_id AND a.provider = m.provider AND a.model = m.model AND a.stream = 'auto'
+  LEFT JOIN drift_org_requests o ON o.org_id = m.org_id
+  LEFT JOIN drift_detectors d ON d.org_id = m.org_id AND d.provider = m.provider AND d.model = m.model AND d.stream = 'outcome'`;
 
 interface ModelStatsRow {
   org_id: string;
@@ -212,6 +247,12 @@ interface ModelStatsRow {
   nps_passives: number | string;
   nps_promoters: number | string;
   computed_at: Date | string;
+  change_since: Date | string | null;
+  change_direction: 'drop' | 'rise' | null;
+  change_detected_at: Date | string | null;
+  served_at: Date | string | null;
+  requests_since: string | null;
+  rise_evidence: number | null;
 }
 
 /*
@@ -243,6 +284,12 @@ function toRecord(r: ModelStatsRow): ModelStats {
     npsPassives: Number(r.nps_passives),
     npsPromoters: Number(r.nps_promoters),
     computedAt: new Date(r.computed_at),
+    change:
+      r.change_since === null || r.change_direction === null
+        ? null
+        : { since: new Date(r.change_since), direction: r.change_direction, detectedAt: new Date(r.change_detected_at ?? r.change_since) },
+    served: r.served_at === null ? null : { lastAt: new Date(r.served_at), requestsSince: Math.max(0, Number(r.requests_since ?? 0)) },
+    riseEvidence: r.rise_evidence === null ? 0 : Math.max(0, Number(r.rise_evidence)),
   };
 }
 
@@ -250,6 +297,7 @@ function toRecord(r: ModelStatsRow): ModelStats {
 @Injectable()
 export class ModelStatsRepository {
   private readonly rollups = new LearningRollups();
+  private readonly drift = new DriftRepository();
 
   constructor(private readonly sql: SqlStore) {}
 
@@ -265,6 +313,8 @@ export class ModelStatsRepository {
       if (!rows[0]?.locked) return 'skipped';
       const view = await this.rollups.catchUp(tx, { windowSeconds: p.windowSeconds, at: p.at, backfill: p.backfill });
       if (!view.complete || view.windowStart === null) return 'done';
+      // The change detector takes in what the rollups just took in, in this transaction (exactly once).
+      if (p.drift) await this.drift.step(tx, { ...p.drift, weights: p.weights });
       await tx.query(CLEAR, []);
       await tx.query(REWRITE, [p.weights.score, p.weights.useful, view.windowStart.toISOString()]);
       return 'done';
@@ -287,7 +337,7 @@ export class ModelStatsRepository {
   }
 
   async loadAll(): Promise<ModelStats[]> {
-    const { rows } = await this.sql.query<ModelStatsRow>(LOAD, []);
+    const { rows } = await this.sql.query<ModelStatsRow>(LOAD, [DRIFT_CUSUM.h]);
     return rows.map(toRecord);
   }
 }

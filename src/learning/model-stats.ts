@@ -50,6 +50,18 @@ export interface ModelStats {
   npsPassives: number;
   npsPromoters: number;
   computedAt: Date;
+  /**
+   * The latest change point the change detector found for the pair (README "Drift: change
+   * detection"): its window starts there. Null or absent when none was found.
+   */
+  change?: { since: Date; direction: 'drop' | 'rise'; detectedAt: Date } | null;
+  /**
+   * When the pair last served a request the detector took in, and how many of the organisation's
+   * requests it took in after that one: how long routing has starved the pair. Null or absent when unknown.
+   */
+  served?: { lastAt: Date; requestsSince: number } | null;
+  /** The outcome test's rise statistic over its alarm threshold, ≥ 0: how far a rise is on its way to being detected. */
+  riseEvidence?: number;
 }
 
 /**

@@ -1,0 +1,308 @@
+import type { SqlExecutor } from '../../stores/sql/sql-store';
+import { bucketCeil, bucketOf } from '../rollups/rollup-state';
+import { Alarm, CusumParams, CusumState, initialState, step } from './cusum';
+
+/**
+ * The change detector (README "Drift: change detection"), run by the learning beat inside its
+ * transaction, after the rollups took in what arrived (model-stats.repository.ts `recompute`).
+ *
+ * Two streams per (organisation, provider, model), each with its own CUSUM (cusum.ts):
+ *
+ *   outcome  one sample per (session, pair) when the session's first answer and a successful chat
+ *            trace of the pair both exist: y = w_s·(score/10) + w_u·useful, the learning outcome. A
+ *            later change of the answer does not feed it again (it would count the session twice);
+ *            the rollups' statistics still follow the answer as it stands. The samples are the
+ *            rollup_session_pairs rows that have a sample and are not marked `drift_fed`; they are
+ *            marked in the same statement that reads them. Their order: when each entered
+ *            (the earlier of the pair's last trace and the answer, as the rollups' buckets), then
+ *            session id.
+ *   auto     one sample per request (decision trace naming the pair, or a failed attempt naming
+ *            it): 0 when it failed, else min(1, routing.latency_target_ms / latency), the `auto`
+ *            signal's per-request form. The traces whose txid lies in [drift_state.txid_done,
+ *            rollup txid_done), in txid order: those the rollups took in since the detector's last
+ *            step (rollup-state.ts says why a txid range misses no committed row).
+ *
+ * Everything is written in the beat's transaction (the test states, the watermark, the marks, the
+ * change points, the regressions): a beat that fails adds nothing, and one that commits has taken
+ * each sample in exactly once, on whichever replica ran it.
+ *
+ * An alarm records a change point in learning_epochs (the learning window of that pair then starts
+ * there, REWRITE in model-stats.repository.ts) and, for a drop, a regression (reason
+ * `change_detected`) that routing's penalty and explain's evidence show.
+ */
+
+/** The test's parameters, calibrated by bench/drift-calibration.bench.ts (README "Drift: change detection"). */
+export const DRIFT_CUSUM: CusumParams = { k: 0.25, h: 20, warmup: 30, zClamp: 3, sdFloor: 0.05, memory: 2_000 };
+
+export type Stream = 'outcome' | 'auto';
+
+export interface DriftParams {
+  weights: { score: number; useful: number };
+  /** routing.latency_target_ms: the latency at which the auto signal starts to fall. */
+  latencyTargetMs: number;
+  cusum?: CusumParams;
+}
+
+export interface ChangeFound extends Alarm {
+  orgId: string;
+  provider: string;
+  model: string;
+  stream: Stream;
+}
+
+const NAME = 'drift';
+
+const READ_STATE = `
+  SELECT d.txid_done::text AS drift_txid, r.txid_done::text AS rollup_txid
+  FROM (SELECT 1) one
+  LEFT JOIN drift_state d ON d.name = $1
+  LEFT JOIN rollup_state r ON r.name = 'learning'`;
+
+const WRITE_STATE = `
+  INSERT INTO drift_state (name, txid_done, updated_at) VALUES ($1, $2::bigint, now())
+  ON CONFLICT (name) DO UPDATE SET txid_done = EXCLUDED.txid_done, updated_at = EXCLUDED.updated_at`;
+
+/* The requests of the traces in [$1, $2): the pair that served (ok or not) and each failed attempt. */
+const REQUESTS = `
+  WITH t AS (
+    SELECT org_id, selected_provider, selected_model, status, latency_ms, created_at, failed_attempts, txid, id
+    FROM decision_traces
+    WHERE txid >= $1::bigint AND txid < $2::bigint
+  )
+  SELECT org_id, provider, model, ok, latency_ms, created_at, txid::text AS txid, id::text AS id, k
+  FROM (
+    SELECT org_id, selected_provider AS provider, selected_model AS model, (status BETWEEN 200 AND 299) AS ok, latency_ms, created_at, txid, id, 1000 AS k
+    FROM t WHERE selected_provider IS NOT NULL AND selected_model IS NOT NULL
+    UNION ALL
+    SELECT t.org_id, a.provider, a.model, false, NULL::float8, t.created_at, t.txid, t.id, a.k::int
+    FROM t CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(t.failed_attempts) AS (provider text, model text)) WITH ORDINALITY AS a (provider, model, k)
+    WHERE t.failed_attempts IS NOT NULL AND a.provider IS NOT NULL AND a.model IS NOT NULL
+  ) x
+  ORDER BY txid, created_at, id, k`;
+
+/* The samples not yet fed, marked fed in the same statement. */
+const NEW_SAMPLES = `
+  WITH fed AS (
+    UPDATE rollup_session_pairs p SET drift_fed = true
+    WHERE NOT p.drift_fed AND p.score IS NOT NULL
+    RETURNING p.org_id, p.session_id, p.provider, p.model, p.score, p.useful, p.last_trace_at
+  )
+  SELECT fed.org_id, fed.session_id, fed.provider, fed.model, fed.score, fed.useful,
+         LEAST(fed.last_trace_at, COALESCE(f.updated_at, fed.last_trace_at)) AS entered
+  FROM fed LEFT JOIN feedback f ON f.org_id = fed.org_id AND f.session_id = fed.session_id
+  ORDER BY entered, fed.session_id, fed.provider, fed.model`;
+
+const LOAD_DETECTORS = `
+  SELECT org_id, provider, model, stream, state, org_requests_at::text AS org_requests_at, last_sample_at
+  FROM drift_detectors WHERE org_id = ANY($1::text[])`;
+
+const LOAD_ORG_REQUESTS = `SELECT org_id, requests::text AS requests FROM drift_org_requests WHERE org_id = ANY($1::text[])`;
+
+const SAVE_DETECTOR = `
+  INSERT INTO drift_detectors (org_id, provider, model, stream, state, last_sample_at, org_requests_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5::jsonb, $6::timestamptz, $7::bigint, now())
+  ON CONFLICT (org_id, provider, model, stream) DO UPDATE SET
+    state = EXCLUDED.state, last_sample_at = EXCLUDED.last_sample_at, org_requests_at = EXCLUDED.org_requests_at, updated_at = EXCLUDED.updated_at`;
+
+const SAVE_ORG_REQUESTS = `
+  INSERT INTO drift_org_requests (org_id, requests) VALUES ($1, $2::bigint)
+  ON CONFLICT (org_id) DO UPDATE SET requests = EXCLUDED.requests`;
+
+const INSERT_EPOCH = `
+  INSERT INTO learning_epochs (org_id, provider, model, since, direction, stream, detail)
+  VALUES ($1, $2, $3, $4::timestamptz, $5, $6, $7::jsonb)`;
+
+const INSERT_REGRESSION = `INSERT INTO regressions (org_id, provider, model, reason, detail) VALUES ($1, $2, $3, 'change_detected', $4::jsonb)`;
+
+interface RequestRow {
+  org_id: string;
+  provider: string;
+  model: string;
+  ok: boolean;
+  latency_ms: number | null;
+  created_at: Date | string;
+}
+
+interface SampleRow {
+  org_id: string;
+  provider: string;
+  model: string;
+  score: number;
+  useful: boolean;
+  entered: Date | string;
+}
+
+interface DetectorRow {
+  org_id: string;
+  provider: string;
+  model: string;
+  stream: Stream;
+  state: CusumState | string;
+  org_requests_at: string;
+  last_sample_at: Date | string | null;
+}
+
+interface Detector {
+  orgId: string;
+  provider: string;
+  model: string;
+  stream: Stream;
+  state: CusumState;
+  lastSampleAt: Date | null;
+  orgRequestsAt: bigint;
+  dirty: boolean;
+}
+
+const keyOf = (orgId: string, provider: string, model: string, stream: Stream) => `${orgId}\u0000${provider}\u0000${model}\u0000${stream}`;
+
+/** The auto signal of one request: 0 failed, else min(1, target / latency) (1 when the latency is unknown or 0). */
+export function autoSample(ok: boolean, latencyMs: number | null, targetMs: number): number {
+  if (!ok) return 0;
+  return latencyMs === null || latencyMs <= 0 ? 1 : Math.min(1, targetMs / latencyMs);
+}
+
+export class DriftRepository {
+  /**
+   * One step of every test, in the caller's transaction, which holds the rollups' lock (their
+   * catchUp ran in it): the samples the beat took in since the last step. Returns the changes found.
+   */
+  async step(tx: SqlExecutor, p: DriftParams): Promise<ChangeFound[]> {
+    const cusum = p.cusum ?? DRIFT_CUSUM;
+    const { rows: st } = await tx.query<{ drift_txid: string | null; rollup_txid: string | null }>(READ_STATE, [NAME]);
+    const rollupTxid = st[0]?.rollup_txid ?? null;
+    if (rollupTxid === null) return [];
+    // The first step starts at the rollups' watermark: traces from before the tests existed are not replayed.
+    const from = st[0].drift_txid ?? rollupTxid;
+    const requests = BigInt(from) < BigInt(rollupTxid) ? (await tx.query<RequestRow>(REQUESTS, [from, rollupTxid])).rows : [];
+    const samples = (await tx.query<SampleRow>(NEW_SAMPLES, [])).rows;
+    await tx.query(WRITE_STATE, [NAME, rollupTxid]);
+    if (requests.length === 0 && samples.length === 0) return [];
+
+    const orgs = [...new Set([...requests.map((r) => r.org_id), ...samples.map((s) => s.org_id)])];
+    const detectors = new Map<string, Detector>();
+    for (const r of (await tx.query<DetectorRow>(LOAD_DETECTORS, [orgs])).rows) {
+      detectors.set(keyOf(r.org_id, r.provider, r.model, r.stream), {
+        orgId: r.org_id,
+        provider: r.provider,
+        model: r.model,
+        stream: r.stream,
+        state: typeof r.state === 'string' ? (JSON.parse(r.state) as CusumState) : r.state,
+        lastSampleAt: r.last_sample_at === null ? null : new Date(r.last_sample_at),
+        orgRequestsAt: BigInt(r.org_requests_at),
+        dirty: false,
+      });
+    }
+    const orgRequests = new Map<string, bigint>(orgs.map((o) => [o, 0n]));
+    for (const r of (await tx.query<{ org_id: string; requests: string }>(LOAD_ORG_REQUESTS, [orgs])).rows) orgRequests.set(r.org_id, BigInt(r.requests));
+
+    const detector = (orgId: string, provider: string, model: string, stream: Stream): Detector => {
+      const k = keyOf(orgId, provider, model, stream);
+      let d = detectors.get(k);
+      if (!d) {
+        d = { orgId, provider, model, stream, state: initialState(), lastSampleAt: null, orgRequestsAt: 0n, dirty: true };
+        detectors.set(k, d);
+      }
+      d.dirty = true;
+      return d;
+    };
+    const found: ChangeFound[] = [];
+    const feed = (d: Detector, x: number, at: Date) => {
+      const alarm = step(d.state, x, at.getTime(), cusum);
+      if (!d.lastSampleAt || at > d.lastSampleAt) d.lastSampleAt = at;
+      if (alarm) found.push({ ...alarm, orgId: d.orgId, provider: d.provider, model: d.model, stream: d.stream });
+    };
+
+    for (const r of requests) {
+      const count = (orgRequests.get(r.org_id) ?? 0n) + 1n;
+      orgRequests.set(r.org_id, count);
+      const d = detector(r.org_id, r.provider, r.model, 'auto');
+      d.orgRequestsAt = count;
+      feed(d, autoSample(r.ok, r.latency_ms === null ? null : Number(r.latency_ms), p.latencyTargetMs), new Date(r.created_at));
+    }
+    const a = p.weights.score / 10;
+    for (const s of samples) {
+      feed(detector(s.org_id, s.provider, s.model, 'outcome'), a * Number(s.score) + p.weights.useful * (s.useful ? 1 : 0), new Date(s.entered));
+    }
+
+    for (const d of detectors.values()) {
+      if (!d.dirty) continue;
+      await tx.query(SAVE_DETECTOR, [d.orgId, d.provider, d.model, d.stream, JSON.stringify(d.state), d.lastSampleAt?.toISOString() ?? null, d.orgRequestsAt.toString()]);
+    }
+    for (const [org, n] of orgRequests) await tx.query(SAVE_ORG_REQUESTS, [org, n.toString()]);
+    for (const c of found) {
+      const detail = { stream: c.stream, direction: c.direction, since: new Date(c.since).toISOString(), samples: c.samples, before: c.before, after: c.after, statistic: c.statistic };
+      await tx.query(INSERT_EPOCH, [c.orgId, c.provider, c.model, new Date(c.since).toISOString(), c.direction, c.stream, JSON.stringify(detail)]);
+      if (c.direction === 'drop') await tx.query(INSERT_REGRESSION, [c.orgId, c.provider, c.model, JSON.stringify(detail)]);
+    }
+    return found;
+  }
+}
+
+/*
+ * The learning window with change points (README "Drift: change detection"): CTEs, to follow a WITH,
+ * that give
+ *   ep  the latest change point of each pair that falls inside the window (since > $start),
+ *   w   rollup_window's rows, but for a pair of ep its figures from the change point on: samples
+ *       that entered at or after `since` (the buckets after its hour, and the rows of that hour's
+ *       bucket that entered after it: rollup_session_pairs holds when each did), requests and latencies
+ *       from the first whole hour at or after it (they are kept by hour only);
+ *   wl  rollup_window_latency's rows, likewise.
+ * `start`: the SQL of the window start (a whole hour). What the full recompute does from the raw rows
+ * (model-stats.repository.ts RECOMPUTE) is the same definition.
+ */
+export function epochWindowSql(start: string): string {
+  const same = (a: string, b: string) => `${a}.org_id = ${b}.org_id AND ${a}.provider = ${b}.provider AND ${a}.model = ${b}.model`;
+  return `
+  ep AS (
+    SELECT DISTINCT ON (org_id, provider, model) org_id, provider, model, since
+    FROM learning_epochs WHERE since > ${start}
+    ORDER BY org_id, provider, model, since DESC
+  ),
+  ep_hours AS (
+    SELECT e.org_id, e.provider, e.model, sum(h.requests) AS requests, sum(h.ok) AS ok, sum(h.cost_n) AS cost_n, sum(h.cost_sum) AS cost_sum
+    FROM ep e JOIN rollup_model_hours h ON ${same('h', 'e')} AND h.bucket >= ${bucketCeil('e.since')}
+    GROUP BY 1, 2, 3
+  ),
+  ep_samples AS (
+    SELECT org_id, provider, model, sum(n) AS n, sum(score_sum) AS score_sum, sum(score_sq_sum) AS score_sq_sum, sum(useful_sum) AS useful_sum,
+           sum(score_useful_sum) AS score_useful_sum, sum(nps_detractors) AS nps_detractors, sum(nps_passives) AS nps_passives,
+           sum(nps_promoters) AS nps_promoters
+    FROM (
+      SELECT e.org_id, e.provider, e.model, s.n, s.score_sum, s.score_sq_sum, s.useful_sum, s.score_useful_sum, s.nps_detractors, s.nps_passives, s.nps_promoters
+      FROM ep e JOIN rollup_sample_hours s ON ${same('s', 'e')} AND s.bucket > ${bucketOf('e.since')}
+      UNION ALL
+      SELECT e.org_id, e.provider, e.model, 1, p.score, p.score * p.score, p.useful::int, p.score * p.useful::int,
+             (p.score <= 6)::int, (p.score BETWEEN 7 AND 8)::int, (p.score >= 9)::int
+      FROM ep e
+      JOIN rollup_session_pairs p ON ${same('p', 'e')} AND p.bucket = ${bucketOf('e.since')} AND p.score IS NOT NULL
+      JOIN feedback f ON f.org_id = p.org_id AND f.session_id = p.session_id
+      WHERE LEAST(p.last_trace_at, f.updated_at) >= e.since
+    ) x
+    GROUP BY 1, 2, 3
+  ),
+  w AS (
+    SELECT r.org_id, r.provider, r.model, r.requests, r.ok, r.cost_n, r.cost_sum, r.n, r.score_sum, r.score_sq_sum, r.useful_sum, r.score_useful_sum,
+           r.nps_detractors, r.nps_passives, r.nps_promoters
+    FROM rollup_window r
+    WHERE r.requests > 0 AND NOT EXISTS (SELECT 1 FROM ep e WHERE ${same('e', 'r')})
+    UNION ALL
+    SELECT e.org_id, e.provider, e.model, COALESCE(h.requests, 0), COALESCE(h.ok, 0), COALESCE(h.cost_n, 0), COALESCE(h.cost_sum, 0),
+           COALESCE(s.n, 0), COALESCE(s.score_sum, 0), COALESCE(s.score_sq_sum, 0), COALESCE(s.useful_sum, 0), COALESCE(s.score_useful_sum, 0),
+           COALESCE(s.nps_detractors, 0), COALESCE(s.nps_passives, 0), COALESCE(s.nps_promoters, 0)
+    FROM ep e
+    LEFT JOIN ep_hours h ON ${same('h', 'e')}
+    LEFT JOIN ep_samples s ON ${same('s', 'e')}
+    WHERE COALESCE(h.requests, 0) > 0 OR COALESCE(s.n, 0) > 0
+  ),
+  wl AS (
+    SELECT r.org_id, r.provider, r.model, r.bin, r.n, r.total
+    FROM rollup_window_latency r
+    WHERE r.n > 0 AND NOT EXISTS (SELECT 1 FROM ep e WHERE ${same('e', 'r')})
+    UNION ALL
+    SELECT e.org_id, e.provider, e.model, u.bin, sum(u.n), sum(u.total)
+    FROM ep e
+    JOIN rollup_model_hours h ON ${same('h', 'e')} AND h.bucket >= ${bucketCeil('e.since')}
+    CROSS JOIN LATERAL unnest(h.latency_bins, h.latency_n, h.latency_sum) AS u (bin, n, total)
+    GROUP BY 1, 2, 3, 4
+  )`;
+}
