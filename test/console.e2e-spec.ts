@@ -99,7 +99,7 @@ describe('operator console', () => {
   const attr = async (selector: string, name: string) => page.locator(selector).first().getAttribute(name);
   const go = async (title: string) => {
     await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: title, exact: true }).click();
-    await page.waitForFunction(`document.querySelector('main')?.dataset.page === '${title.toLowerCase()}'`);
+    await page.locator(`main[data-page=${title.toLowerCase()}]`).waitFor();
   };
   const shot = (name: string, p: Page = page) => p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
   /** No console error or uncaught exception since the last check, but for the API errors named. */
@@ -508,8 +508,8 @@ describe('operator console', () => {
       await phone.page.keyboard.press('Enter');
       for (const p of ['overview', 'experiments', 'explain', 'keys', 'models', 'traces']) {
         await phone.page.goto(`${t.url}/console/#/${p}`);
-        await phone.page.waitForFunction(`document.querySelector('main')?.dataset.page === '${p}'`);
-        await phone.page.waitForFunction(`!document.querySelector('.state.loading')`);
+        await phone.page.locator(`main[data-page=${p}]`).waitFor();
+        await phone.page.locator('.state.loading').first().waitFor({ state: 'detached' });
         expect([p, await phone.page.evaluate('document.documentElement.scrollWidth')]).toEqual([p, 390]);
       }
       await phone.page.goto(`${t.url}/console/#/overview`);

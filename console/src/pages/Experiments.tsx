@@ -151,8 +151,8 @@ function CreateExperiment({ onCreated }: { onCreated: (id: string) => void }) {
         <label>
           Type
           <select name="type" value={draft.type} onChange={set('type')}>
-            <option value="canary">canary (candidate serves a share of sessions)</option>
-            <option value="shadow">shadow (candidate gets a background copy)</option>
+            <option value="canary">canary: the candidate serves a share</option>
+            <option value="shadow">shadow: the candidate gets a copy</option>
           </select>
         </label>
         <label>
@@ -301,7 +301,7 @@ function ExperimentView({ id, onChanged, onClose }: { id: string; onChanged: () 
             </ConfirmDialog>
             <StopRule d={d} />
             <Arms d={d} />
-            <Timeline id={id} first={d.events} next={d.events_next_cursor} />
+            <Timeline key={d.events.map((e) => e.id).join(',')} id={id} first={d.events} next={d.events_next_cursor} />
           </>
         )}
       </Loaded>
@@ -338,7 +338,7 @@ function StopRule({ d }: { d: ExperimentDetail }) {
           ) : null}
         </div>
         <p>
-          {gap === null ? 'No quality yet for one arm.' : `${fmtNum(gap)} (rolls back above ${fmtNum(s.max_regression)})`}. Verdict now: <strong data-testid="verdict">{s.verdict}</strong>
+          {gap === null ? 'No quality yet for one arm' : `${fmtNum(gap)} (rolls back above ${fmtNum(s.max_regression)})`}. Verdict now: <strong data-testid="verdict">{s.verdict}</strong>
           {s.verdict_at_min_n ? `; on the gap alone: ${s.verdict_at_min_n}` : ''}.
         </p>
       </div>

@@ -219,6 +219,8 @@ function OverviewBody({ d }: { d: OverviewData }) {
           times={view.times}
           series={view.share}
           stacked
+          bars
+          yMax={100}
           markers={view.markers}
           format={(v) => `${Math.round(v)}%`}
         />

@@ -247,16 +247,18 @@ function TraceBody({ t }: { t: TraceDetail }) {
         ) : null}
       </dl>
       <h3>Candidates</h3>
+      {t.candidates.length && t.candidates.every((c) => c.score === null) ? <p class="muted small">The route's strategy does not score: the candidates in the order they would be tried.</p> : null}
       {t.candidates.length ? (
         <Bars
           label="Routing candidates by score"
           testId="trace-candidates"
           max={max}
-          bars={t.candidates.map((c) => ({
+          bars={t.candidates.map((c, i) => ({
             key: pairName(c),
             label: pairName(c),
             value: c.score ?? 0,
-            text: c.score === null ? 'no score (order only)' : fmtNum(c.score),
+            // A strategy that does not score (direct, ordered) records the order alone.
+            text: c.score === null ? `#${i + 1}` : fmtNum(c.score),
             tone: served(c) ? 'selected' : undefined,
             note: served(c) ? 'served' : undefined,
           }))}

@@ -28,9 +28,16 @@ export interface TimeChartProps {
   label: string;
   testId?: string;
   format?: (v: number) => string;
+  /** Bars per bucket (sparse bucketed data) instead of lines. */
+  bars?: boolean;
+  /** A fixed top of the y axis (100 for shares in %). */
+  yMax?: number;
 }
 
 export const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
+
+/** Each bucket drawn as a bar starting at its own time. */
+const barPaths = uPlot.paths.bars!({ size: [0.9, 48], align: 1 });
 
 function markersPlugin(markers: readonly ChartMarker[]): uPlot.Plugin {
   return {
@@ -61,7 +68,7 @@ function markersPlugin(markers: readonly ChartMarker[]): uPlot.Plugin {
  * it). Stacked series are drawn as running sums, top one first, each filled down to zero, while the
  * legend shows each series' own value.
  */
-export function TimeChart({ times, series, markers = [], stacked, height = 220, label, testId, format = (v) => String(v) }: TimeChartProps) {
+export function TimeChart({ times, series, markers = [], stacked, height = 220, label, testId, format = (v) => String(v), bars, yMax }: TimeChartProps) {
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
     const el = box.current;
@@ -71,8 +78,10 @@ export function TimeChart({ times, series, markers = [], stacked, height = 220, 
     let values: Array<ReadonlyArray<number | null>> = own;
     let order = series.map((_, i) => i);
     if (stacked) {
-      const sums: number[][] = [];
-      series.forEach((s, i) => sums.push(s.values.map((v, j) => (v ?? 0) + (i > 0 ? sums[i - 1][j] : 0))));
+      const sums: Array<Array<number | null>> = [];
+      // A bucket where every series is null (no traffic) stays a gap rather than a zero.
+      const empty = times.map((_, j) => series.every((s) => s.values[j] === null || s.values[j] === undefined));
+      series.forEach((s, i) => sums.push(s.values.map((v, j) => (empty[j] ? null : (v ?? 0) + (i > 0 ? (sums[i - 1][j] ?? 0) : 0))) as number[]));
       order = series.map((_, i) => series.length - 1 - i);
       drawn = order.map((i) => series[i]);
       values = order.map((i) => sums[i]);
@@ -80,22 +89,30 @@ export function TimeChart({ times, series, markers = [], stacked, height = 220, 
     const opts: uPlot.Options = {
       width: Math.max(200, el.clientWidth),
       height,
-      scales: { x: { time: true }, y: { range: (_u, min, max) => [Math.min(0, min), max > 0 ? max * 1.05 : 1] } },
+      // Bars start at their bucket's time: the axis runs one bucket past the last, so the last bar shows whole.
+      scales: { x: { time: true, range: (_u, min, max) => [min, bars && times.length > 1 ? max + (times[1] - times[0]) : max] }, y: { range: (_u, min, max) => [Math.min(0, min), yMax ?? (max > 0 ? max * 1.05 : 1)] } },
       series: [
         { value: (_u, v) => (v === null ? '—' : fmtLocal(new Date(v * 1000))) },
         ...drawn.map((s, k) => ({
           label: s.label,
           stroke: s.color,
           width: 1.5,
-          fill: stacked ? s.color + 'cc' : undefined,
-          points: { show: false },
+          fill: stacked || bars ? s.color + 'cc' : undefined,
+          ...(bars ? { paths: barPaths, points: { show: false } } : {}),
           value: (_u: uPlot, _v: number | null, _si: number, idx: number | null) => {
             const raw = idx === null ? null : own[order[k]][idx];
             return raw === null || raw === undefined ? '—' : format(raw);
           },
         })),
       ],
-      axes: [{}, { values: (_u, ticks) => ticks.map((t) => format(t)), size: 60 }],
+      axes: [
+        {},
+        {
+          values: (_u, ticks) => ticks.map((t) => format(t)),
+          // Wide enough for the longest label ($0.000600, 1,200 ms).
+          size: (_u, values) => (values?.length ? Math.max(...values.map((v) => String(v).length)) * 8 + 22 : 40),
+        },
+      ],
       plugins: [markersPlugin(markers)],
       cursor: { drag: { x: false, y: false } },
     };
@@ -110,7 +127,7 @@ export function TimeChart({ times, series, markers = [], stacked, height = 220, 
       ro.disconnect();
       plot.destroy();
     };
-  }, [times, series, markers, stacked, height, format]);
+  }, [times, series, markers, stacked, height, format, bars, yMax]);
   return (
     <figure class="chart" data-testid={testId} data-points={times.length} data-series={series.map((s) => s.label).join(',')} data-markers={markers.length}>
       <figcaption>{label}</figcaption>
