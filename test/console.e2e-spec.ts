@@ -65,6 +65,9 @@ function firstLoad(): string[] {
   return [...new Set([...html.matchAll(/(?:src|href)="\/console\/([^"]+\.(?:js|css))"/g)].map((m) => m[1]))];
 }
 
+// A browser, two gateways and a fake upstream on a machine the rest of the suite shares.
+jest.setTimeout(90_000);
+
 describe('operator console', () => {
   const primary = new OpenAiFake();
   const secondary = new OpenAiFake();
