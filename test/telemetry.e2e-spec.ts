@@ -173,6 +173,26 @@ describe('chat completions', () => {
     expect(traceparentParts(anthropic.requests[0].headers.traceparent)[2]).toBe(call.spanId);
   });
 
+  it('a client that leaves mid-stream: the spans end once the stream stops, 499 and client_closed, the call span with it', async () => {
+    openai.next({ text: 'one two three four five six seven eight nine ten', chunkDelayMs: 150 });
+    const ac = new AbortController();
+    const res = await fetch(`${t.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${PRO_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      signal: ac.signal,
+    });
+    const requestId = res.headers.get('x-request-id')!;
+    await res.body!.getReader().read();
+    ac.abort();
+    const { server, calls } = await spansOf(requestId, 1);
+    expect(server.attributes).toMatchObject({ 'http.response.status_code': 499, 'error.type': 'client_closed', 'gen_ai.provider.name': 'openai' });
+    // A client that left is not the server's failure.
+    expect(server.status).toBe(0);
+    expect(calls[0]).toMatchObject({ status: 2, attributes: expect.objectContaining({ 'error.type': 'client_closed' }) });
+    expect(calls[0].endNs).toBeLessThanOrEqual(server.endNs);
+  });
+
   it('fallback: two call spans, the first ended by its failure (status, error type), the second serving', async () => {
     openai.next({ errorStatus: 503 });
     spare.next({ text: 'ok' });
