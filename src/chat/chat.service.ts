@@ -259,6 +259,7 @@ export class ChatService {
         route: decision.rule.name,
         strategy: decision.strategyId,
         candidates: decision.candidates.map((c) => ({ provider: c.provider, model: c.model, score: c.score })),
+        filtered: decision.filtered.map((f) => ({ provider: f.provider, model: f.model, reason: f.reason })),
         experimentId: split.experimentId,
         telemetry: scope.facts.telemetry,
         genAi: { params: p.call.request, stream: p.call.stream, confidence: decision.insight.confidence },

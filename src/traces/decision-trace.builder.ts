@@ -16,6 +16,7 @@ export interface TraceRequest {
   route: DecisionTrace['route'];
   strategy: DecisionTrace['strategy'];
   candidates: DecisionTrace['candidates'];
+  filtered?: DecisionTrace['filtered'];
   experimentId: string | null;
   /** The request's span, built from this trace too (docs/architecture.md "OpenTelemetry traces"); absent when tracing is off. */
   telemetry?: RequestTelemetry;
@@ -49,6 +50,7 @@ export function buildDecisionTrace(r: TraceRequest, o: TracedOutcome, experiment
     route: r.route,
     strategy: r.strategy,
     candidates: r.candidates,
+    filtered: r.filtered ?? null,
     selectedProvider: d?.target.provider ?? null,
     selectedModel: d?.target.model ?? null,
     fallbackUsed: d?.fallbackUsed ?? false,

@@ -20,6 +20,11 @@ export interface DecisionTrace {
   route: string | null;
   strategy: string | null;
   candidates: Array<{ provider: string; model: string; score: number | null }> | null;
+  /**
+   * Targets routing left out, and why (the reasons explain's `filtered` names: an open breaker, a
+   * constraint, the firewall); the Admin API's trace detail shows them. Absent or null when none was.
+   */
+  filtered?: Array<{ provider: string; model: string; reason: string }> | null;
   selectedProvider: string | null;
   selectedModel: string | null;
   fallbackUsed: boolean;

@@ -14,15 +14,15 @@ const INSERT_TRACES = `
     request_id, org_id, api_key_id, session_id, endpoint, requested_model, route, strategy, candidates,
     selected_provider, selected_model, fallback_used, attempts, experiment_id, experiment_arm,
     status, error_code, latency_ms, ttft_ms, prompt_tokens, completion_tokens, reasoning_tokens,
-    cost_usd, finish_reason, created_at, failed_attempts, id)
+    cost_usd, finish_reason, created_at, failed_attempts, id, filtered)
   SELECT * FROM unnest(
     $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[],
     $10::text[], $11::text[], $12::boolean[], $13::integer[], $14::uuid[], $15::text[],
     $16::integer[], $17::text[], $18::float8[], $19::float8[], $20::integer[], $21::integer[], $22::integer[],
-    $23::float8[], $24::text[], $25::timestamptz[], $26::jsonb[], $27::bigint[])
+    $23::float8[], $24::text[], $25::timestamptz[], $26::jsonb[], $27::bigint[], $28::jsonb[])
   ON CONFLICT DO NOTHING`;
 
-const COLUMNS = 27;
+const COLUMNS = 28;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const INT_MAX = 2_147_483_647;
 
@@ -39,6 +39,12 @@ const text = (v: string | null | undefined): string | null => (typeof v === 'str
 function failedAttemptsJson(list: DecisionTrace['failedAttempts']): string | null {
   if (!Array.isArray(list) || list.length === 0) return null;
   return JSON.stringify(list.map((a) => ({ provider: str(a.provider), model: str(a.model), error: str(a.error), status: int(a.status) })));
+}
+
+/** The filtered targets: provider, model and reason only; none is NULL. */
+function filteredJson(list: DecisionTrace['filtered']): string | null {
+  if (!Array.isArray(list) || list.length === 0) return null;
+  return JSON.stringify(list.map((f) => ({ provider: str(f.provider), model: str(f.model), reason: str(f.reason) })));
 }
 
 /*
@@ -76,6 +82,7 @@ function toRow(t: DecisionTrace): unknown[] {
     created.toISOString(),
     failedAttemptsJson(t.failedAttempts),
     isTraceId(t.id) ? t.id : newTraceId(created.getTime()),
+    filteredJson(t.filtered),
   ];
 }
 

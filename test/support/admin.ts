@@ -15,7 +15,8 @@ export const RW_KEY = 'gw-test-acme-rw';
 export const OTHER_ADMIN_KEY = 'gw-test-other-admin';
 export const OTHER_RW_KEY = 'gw-test-other-rw';
 
-export function adminYaml(extra = ''): string {
+/** `more`: extra catalogue models and routes (YAML lines, indented like the others). */
+export function adminYaml(extra = '', more: { models?: string; routes?: string } = {}): string {
   return `
 providers:
   mock: { family: mock }
@@ -25,9 +26,11 @@ models:
   mock-smart: { provider: mock, type: chat, cost: { input_per_mtok: 1, output_per_mtok: 4 }, quality: 0.85 }
   shared: { type: chat, providers: { mock: {}, alt: {} } }
   embed: { provider: mock, type: embedding, dimensions: 8 }
+${more.models ?? ''}
 routes:
   - { name: default, models: [auto], strategy: ordered, targets: [mock/mock-fast, mock/mock-smart] }
   - { name: learned, models: [smart], strategy: feedback_driven, targets: [mock/mock-fast, mock/mock-smart] }
+${more.routes ?? ''}
 organizations:
   acme:
     plan: pro

@@ -94,13 +94,16 @@ export class AdminQuery {
 
   /**
    * `from` and `to` (`from` < `to`, at most a year apart); `to` defaults to now and `from` to
-   * `defaultSpanMs` before `to`.
+   * `defaultSpanMs` before `to`. `asGiven` is what the caller sent (null where defaulted): what a
+   * page cursor is tied to, so the next page of a "last 24 hours" list keeps going as now moves on.
    */
-  range(now: Date, defaultSpanMs: number): { from: Date; to: Date } {
-    const to = this.time('to') ?? now;
-    const from = this.time('from') ?? new Date(to.getTime() - defaultSpanMs);
+  range(now: Date, defaultSpanMs: number): { from: Date; to: Date; asGiven: [string | null, string | null] } {
+    const givenTo = this.time('to');
+    const givenFrom = this.time('from');
+    const to = givenTo ?? now;
+    const from = givenFrom ?? new Date(to.getTime() - defaultSpanMs);
     if (!(from.getTime() < to.getTime())) throw bad('from', 'from must be before to.');
     if (to.getTime() - from.getTime() > MAX_RANGE_MS) throw bad('from', 'The time range must be at most 366 days.');
-    return { from, to };
+    return { from, to, asGiven: [givenFrom?.toISOString() ?? null, givenTo?.toISOString() ?? null] };
   }
 }

@@ -54,7 +54,7 @@ export class AdminUsageService {
 
   async series(caller: Caller, rawQuery: unknown): Promise<UsageJson> {
     const q = AdminQuery.parse(rawQuery, ['from', 'to', 'step', 'group_by', 'limit', 'cursor']);
-    const { from, to } = q.range(new Date(), DEFAULT_SPAN_MS);
+    const { from, to, asGiven } = q.range(new Date(), DEFAULT_SPAN_MS);
     const step = q.oneOf('step', USAGE_STEPS) ?? 'hour';
     const groupBy = q.oneOf('group_by', USAGE_GROUPS) ?? null;
     const stepMs = STEP_MS[step];
@@ -63,7 +63,7 @@ export class AdminUsageService {
       throw new GatewayError('invalid_request', `This range in ${step} steps is ${points} points; at most ${MAX_POINTS}: use a larger step or a shorter range.`, { param: 'step' });
     }
     const { limit, cursor } = q.page();
-    const scope = ['usage', caller.orgId, from.toISOString(), to.toISOString(), step, groupBy];
+    const scope = ['usage', caller.orgId, asGiven, step, groupBy];
     const after = decodeCursor(cursor, scope, ['int', 'text'] as const);
     const rows = await fromAnalytics(this.fallback, 'usage', () =>
       this.reader.series({ orgId: caller.orgId, from, to, step, groupBy, after: after ? { bucketMs: Number(after[0]), group: after[1] } : null, limit: limit + 1 }),
