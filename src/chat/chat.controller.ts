@@ -4,6 +4,7 @@ import { JsonBody, MiB } from '../common/http/json-body.decorator';
 import type { JsonBodyOptions } from '../common/http/json-body';
 import type { GatewayRequest } from '../common/http/request-context';
 import { requestScope } from '../common/http/responder';
+import { LimitsService } from '../limits/limits.service';
 import { parseChatBody } from './chat-request';
 import { respondChat } from './chat.encoder';
 import { ChatService } from './chat.service';
@@ -13,11 +14,18 @@ export const CHAT_BODY: JsonBodyOptions = { limit: 4 * MiB, invalidCode: 'invali
 
 @Controller('v1/chat')
 export class ChatController {
-  constructor(private readonly chat: ChatService) {}
+  constructor(
+    private readonly chat: ChatService,
+    private readonly limits: LimitsService,
+  ) {}
 
-  /** Bad fields are 400 `invalid_request` too. The pipeline answers, the encoder writes. */
+  /**
+   * Bad fields are 400 `invalid_request` too, after a model the key may not use (403, docs/api.md
+   * "Check order"). The pipeline answers, the encoder writes.
+   */
   @Post('completions')
   async complete(@Req() req: GatewayRequest, @JsonBody(CHAT_BODY) body: unknown, @Res() res: Response): Promise<void> {
+    this.limits.checkModel(req.caller!, body);
     const call = parseChatBody(body);
     const scope = requestScope(req, res);
     const answer = await this.chat.complete(scope, call);

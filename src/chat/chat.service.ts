@@ -3,7 +3,7 @@ import { GatewayError } from '../common/errors/gateway-error';
 import { RequestScope, Served, StreamBrokenError } from '../common/http/responder';
 import { parseSessionId } from '../common/http/session-id';
 import type { TargetRef } from '../config/gateway-config';
-import { LimitsService } from '../limits/limits.service';
+import { type Admission, LimitsService } from '../limits/limits.service';
 import type { ChatRequest, ChatResult, ProviderAdapter, StreamEvent, UpstreamTarget } from '../providers/provider-adapter';
 import { UpstreamError } from '../providers/upstream-error';
 import {
@@ -97,6 +97,8 @@ interface Pending {
   started: bigint;
   outcome: TracedOutcome;
   call: ChatCall;
+  /** What the limits charged up front; settled from the decision trace (README "Limits"). */
+  admission?: Admission;
 }
 
 /**
@@ -137,8 +139,8 @@ export class ChatService {
     try {
       // A firewall block is 400, no provider called, no prompt text in the error.
       if (decision.insight.firewallBlocked) throw new GatewayError('firewall_blocked');
-      await this.limits.checkKeyRate(caller, 'chat');
-      await this.limits.checkMonthly(caller);
+      // Every limit of the request in one step; tokens and spend are charged from an estimate.
+      p.admission = await this.limits.admit(caller, 'chat', () => this.limits.chatAsk(decision.messages, call.request.max_completion_tokens, split.plan), true);
       if (decision.plan.length === 0) throw providersUnavailable(decision.breakerOpen?.retryAfterMs);
       const request: ChatRequest = { ...call.request, messages: decision.messages };
       const supports = capabilityCheck(request);
@@ -269,6 +271,7 @@ export class ChatService {
       p.started,
     );
     this.traces.record(trace);
+    this.limits.settle(scope.caller, p.admission, trace);
   }
 }
 

@@ -1,5 +1,5 @@
 import { Secret } from './secret';
-import { arr, bool, custom, int, Infer, nullable, num, obj, oneOf, optional, record, str, withDefault, ConfigError } from './schema';
+import { arr, bool, custom, int, Infer, Node, nullable, num, obj, oneOf, optional, record, str, withDefault, ConfigError } from './schema';
 
 export const PROVIDER_FAMILIES = [
   'openai', 'groq', 'azure', 'deepseek', 'mistral', 'together', 'openrouter', 'vllm', 'ollama', 'anthropic', 'gemini', 'mock',
@@ -84,10 +84,45 @@ const model = obj({
   timeouts: optional(timeouts),
 });
 
+/** An ISO 8601 time with a zone (`Z` or ±hh:mm), e.g. 2026-01-31T00:00:00Z; kept as given. */
+const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})$/;
+const isoTime = () =>
+  custom((v, path) => {
+    const text = str().parse(v, path);
+    if (!ISO_WITH_ZONE.test(text) || !Number.isFinite(Date.parse(text))) throw new ConfigError(path, 'must be an ISO 8601 time with a zone, e.g. 2026-01-31T00:00:00Z');
+    return text;
+  });
+
+/**
+ * The controls of an organisation or of one key (README "Limits"): requests and tokens per minute
+ * (sliding windows), a spend budget per UTC month in USD from the catalogue's costs, and the models
+ * it may use (catalogue ids, `provider/model` pairs, route aliases). Absent = no such control.
+ * The Admin API takes the same shape (docs/api.md "Admin API", limits), checked by these nodes.
+ */
+const controls = {
+  requests_per_minute: optional(int({ min: 0, max: 1_000_000_000 })),
+  tokens_per_minute: optional(int({ min: 0, max: 1_000_000_000_000 })),
+  monthly_budget_usd: optional(num({ min: 0, max: 1_000_000_000 })),
+  models: optional(arr(str({ min: 1 }), { min: 1 })),
+};
+export interface OrgLimits {
+  requests_per_minute?: number;
+  tokens_per_minute?: number;
+  monthly_budget_usd?: number;
+  models?: string[];
+}
+/** A key's controls add `expires_at`: after it the key is refused like an unknown one. */
+export interface KeyLimits extends OrgLimits {
+  expires_at?: string;
+}
+export const orgLimitsSchema: Node<OrgLimits> = obj(controls);
+export const keyLimitsSchema: Node<KeyLimits> = obj({ ...controls, expires_at: optional(isoTime()) });
+
 const apiKey = obj({
   id: id(),
   key: secret(),
   permissions: withDefault(arr(oneOf(PERMISSIONS)), ['read', 'write'] as Permission[]),
+  limits: optional(keyLimitsSchema),
 });
 
 const organization = obj({
@@ -96,6 +131,7 @@ const organization = obj({
   features: withDefault(arr(oneOf(FEATURES)), [] as Feature[]),
   monthly_request_limit: withDefault(nullable(int({ min: 0 })), null),
   kill_switches: withDefault(arr(oneOf(KILL_SWITCHES)), [] as KillSwitch[]),
+  limits: optional(orgLimitsSchema),
   api_keys: withDefault(arr(apiKey), []),
 });
 
@@ -129,6 +165,9 @@ const limits = obj({
   experiment_creates_per_hour: withDefault(int({ min: 1 }), 20),
   explain_per_minute_per_org: withDefault(int({ min: 1 }), 30),
   explain_per_minute_per_key: withDefault(int({ min: 1 }), 10),
+  // What a chat request without max_tokens is charged up front for its answer against
+  // tokens_per_minute and monthly_budget_usd, until the answer says what it used (README "Limits").
+  default_completion_tokens: withDefault(int({ min: 1, max: 10_000_000 }), 256),
 });
 
 /**

@@ -4,7 +4,8 @@ import { Secret } from './secret';
 import { firewallPatternProblem } from '../common/pattern/firewall-pattern';
 import { ConfigError } from './schema';
 import {
-  Feature, gatewayConfigSchema, KillSwitch, Permission, Plan, ProviderFamily, RawGatewayConfig, ReasoningMode, StrategyId, StructuredOutputMode,
+  Feature, gatewayConfigSchema, KeyLimits, KillSwitch, OrgLimits, Permission, Plan, ProviderFamily, RawGatewayConfig, ReasoningMode, StrategyId,
+  StructuredOutputMode,
 } from './gateway-config.schema';
 
 export interface Timeouts {
@@ -66,6 +67,8 @@ export interface ApiKeySpec {
   id: string;
   key: Secret;
   permissions: readonly Permission[];
+  /** The key's own controls (README "Limits"); null = none. */
+  limits: KeyLimits | null;
 }
 
 export interface OrgSpec {
@@ -75,6 +78,8 @@ export interface OrgSpec {
   features: readonly Feature[];
   monthly_request_limit: number | null;
   kill_switches: readonly KillSwitch[];
+  /** The organisation's controls (README "Limits"); null = none. */
+  limits: OrgLimits | null;
   api_keys: readonly ApiKeySpec[];
 }
 
@@ -153,6 +158,7 @@ export function loadGatewayConfig(text: string, env: Readonly<Record<string, str
   const models = modelsOf(raw.models, providers);
   const organizations = organizationsOf(raw.organizations);
   const routes = routesOf(raw.routes, models, raw.templates);
+  checkModelAllowLists(organizations, models, routes);
   const firewall = firewallOf(raw.firewall, routes);
   const learning = learningOf(raw.learning);
   const routing = routingOf(raw.routing);
@@ -307,10 +313,36 @@ function organizationsOf(raw: Raw['organizations']): Record<string, OrgSpec> {
       features: o.features,
       monthly_request_limit: o.monthly_request_limit,
       kill_switches: o.kill_switches,
-      api_keys: o.api_keys,
+      limits: o.limits ?? null,
+      api_keys: o.api_keys.map((k) => ({ id: k.id, key: k.key, permissions: k.permissions, limits: k.limits ?? null })),
     };
   }
   return organizations;
+}
+
+/**
+ * Why `name` cannot be an entry of a `models` allow-list (README "Limits"), or undefined when it
+ * can: a catalogue id, a `provider/model` pair the catalogue serves, or a route alias (any route's
+ * `models` name but the wildcard). The Admin API checks its bodies with it too.
+ */
+export function allowListEntryProblem(name: string, models: Readonly<Record<string, ModelSpec>>, routes: readonly RouteSpec[]): string | undefined {
+  if (name.includes(',')) return `"${name}" is a comma list; give its entries one by one`;
+  if (name !== '*' && routes.some((r) => r.models.includes(name))) return undefined;
+  const resolved = resolveTarget(name, models);
+  return typeof resolved === 'string' ? `names no catalogue model, provider/model pair or route alias: ${resolved}` : undefined;
+}
+
+/** Every entry of an organisation's or a key's `limits.models` names something a request can name. */
+function checkModelAllowLists(organizations: Readonly<Record<string, OrgSpec>>, models: Readonly<Record<string, ModelSpec>>, routes: readonly RouteSpec[]): void {
+  const check = (list: readonly string[] | undefined, path: string) =>
+    list?.forEach((name, i) => {
+      const problem = allowListEntryProblem(name, models, routes);
+      if (problem) throw new ConfigError(`${path}.models.${i}`, problem);
+    });
+  for (const org of Object.values(organizations)) {
+    check(org.limits?.models, `organizations.${org.id}.limits`);
+    org.api_keys.forEach((k, i) => check(k.limits?.models, `organizations.${org.id}.api_keys.${i}.limits`));
+  }
 }
 
 /** Routes with unique names, their targets resolved to (provider, catalogue model) pairs. */

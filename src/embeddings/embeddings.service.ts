@@ -6,7 +6,7 @@ import { AppConfig } from '../config/app-config';
 import { GatewayConfig, ModelSpec, resolveTarget, TargetRef } from '../config/gateway-config';
 import { ConfigError } from '../config/schema';
 import { parseSessionId } from '../common/http/session-id';
-import { LimitsService } from '../limits/limits.service';
+import { type Admission, LimitsService } from '../limits/limits.service';
 import type { EmbeddingResult } from '../providers/provider-adapter';
 import { ProviderRegistry } from '../providers/provider-registry';
 import { CapabilityCheck, settleFailure, DispatcherService } from '../routing/dispatcher.service';
@@ -59,7 +59,7 @@ export interface EmbeddingsAnswer {
 }
 
 /**
- * `POST /v1/embeddings` as a straight line: validate → resolve the model → rate limit → dispatch
+ * `POST /v1/embeddings` as a straight line: validate → resolve the model → limits → dispatch
  * with the chat path's fallback, breakers and timeouts → a typed answer, and one decision trace (no
  * input text: the trace type has no field for it). The controller writes the answer.
  */
@@ -77,6 +77,8 @@ export class EmbeddingsService {
 
   async embed(scope: RequestScope, body: unknown): Promise<EmbeddingsAnswer | null> {
     const started = process.hrtime.bigint();
+    // A model the key may not use is 403 before anything about the body (docs/api.md "Check order").
+    this.limits.checkModel(scope.caller, body);
     const call = parseEmbeddingsBody(body);
     const sessionId = parseSessionId(scope.sessionHeader);
     const { caller, facts, signal } = scope;
@@ -86,8 +88,9 @@ export class EmbeddingsService {
       throw new ContractBodyError(400, modelNotSupportedBody(plan));
     }
     const outcome: TracedOutcome = { status: 200 };
+    let admission: Admission | undefined;
     try {
-      await this.limits.checkKeyRate(caller, 'embeddings');
+      admission = await this.limits.admit(caller, 'embeddings', () => this.limits.embeddingsAsk(call.request.input, plan));
       const d = await this.dispatcher.run(
         plan,
         signal,
@@ -127,6 +130,7 @@ export class EmbeddingsService {
         started,
       );
       this.traces.record(trace);
+      this.limits.settle(caller, admission, trace);
     }
   }
 }

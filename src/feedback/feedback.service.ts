@@ -68,7 +68,8 @@ export class FeedbackService implements OnApplicationBootstrap, BeforeApplicatio
   }
 
   async submit(caller: Caller, dto: SubmitFeedbackDto): Promise<Record<string, never>> {
-    await this.limits.checkKeyRate(caller, 'feedback');
+    // Feedback spends no tokens and no money: only the request windows apply (README "Limits").
+    await this.limits.admit(caller, 'feedback');
     const answer = { orgId: caller.orgId, sessionId: dto.session_id, score: dto.score, useful: dto.useful };
     const key = heldKey(answer.orgId, answer.sessionId);
     // While answers are held, a new one joins them rather than overtaking them.

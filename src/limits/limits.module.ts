@@ -1,7 +1,8 @@
 import { Module } from '@nestjs/common';
 import { LimitsService } from './limits.service';
+import { MonthlySpendRepository } from './monthly-spend.repository';
 import { MonthlyUsageRepository } from './monthly-usage.repository';
 
-/** Per-key rate limits and per-organisation monthly limits (docs/architecture.md "One limiter for every limit"). */
-@Module({ providers: [LimitsService, MonthlyUsageRepository], exports: [LimitsService] })
+/** Every limit: rate limits, monthly limits, the per-key and per-organisation controls (docs/architecture.md "One limiter for every limit"). */
+@Module({ providers: [LimitsService, MonthlyUsageRepository, MonthlySpendRepository], exports: [LimitsService] })
 export class LimitsModule {}

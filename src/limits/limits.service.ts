@@ -1,26 +1,33 @@
 import { BeforeApplicationShutdown, Injectable, Optional } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { Counter } from 'prom-client';
+import { setBounded } from '../common/bounded-map';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
 import { AppLogger } from '../common/logging/logger';
 import { stripUndefined } from '../common/options';
+import { ownValue } from '../common/own-key';
 import { AppConfig } from '../config/app-config';
+import type { TargetRef } from '../config/gateway-config';
+import type { OrgLimits } from '../config/gateway-config.schema';
 import { MetricsService } from '../metrics/metrics.service';
+import type { ChatMessage } from '../providers/provider-adapter';
 import { retryAfter } from '../resilience/retry-after';
 import { SharedOrLocalCache } from '../resilience/shared-or-local-cache';
 import { StoreFallback } from '../resilience/store-fallback';
-import { CacheStore, WindowCheck, WindowDecision } from '../stores/cache/cache-store';
+import { estimateCost, estimateTokens, TokenEstimate } from '../routing/strategies/cost';
+import { CacheStore, SettleCounter, SettleWindow, SpendCounter, SpendDecision, SpendWindow, WindowCheck, WindowDecision } from '../stores/cache/cache-store';
 import { withTimeout } from '../stores/with-timeout';
+import { callerMayUse, hasAllowList } from './model-allow-list';
+import { MonthlySpendRepository, SpendDelta } from './monthly-spend.repository';
 import { MonthlyUsageRepository, UsageDelta } from './monthly-usage.repository';
-import { setBounded } from '../common/bounded-map';
 
 export type RateLimitedEndpoint = 'chat' | 'embeddings' | 'feedback';
 
 export class LimitsOptions {
   /** Milliseconds since the epoch (tests move it across a month end). */
   now?: () => number;
-  /** How often counted requests are added to `monthly_usage`. */
+  /** How often counted requests and spend are added to `monthly_usage` and `monthly_spend`. */
   flushIntervalMs?: number;
   /** Upper bound of the read that seeds a missing monthly counter (the only analytics read on the hot path). */
   seedTimeoutMs?: number;
@@ -45,6 +52,8 @@ const MONTH_KEY_GRACE_MS = 86_400_000;
 const MAX_FLUSH_BACKOFF_MS = 30_000;
 /** Log topic of every cache-store degradation of the rate and monthly limits. */
 const CACHE_TOPIC = 'cache-store:limits';
+/** Budgets are counted in whole micro-USD: integers every store adds exactly. */
+const MICRO = 1_000_000;
 
 interface Month {
   /** First day, as `monthly_usage.month` holds it. */
@@ -63,15 +72,16 @@ function monthOf(now: number): Month {
   return { day: `${label}-01`, label, resetAt: Date.UTC(y, m + 1, 1) };
 }
 
-interface MonthlyDecision {
-  allowed: boolean;
-  used: number;
-}
-
-/** Keys of one call share a hash tag (docs/architecture.md "Stateless replicas"): the key's id for rate limits, the organisation's for months. */
-const rateKey = (keyId: string, endpoint: RateLimitedEndpoint): string => `rl:{key:${keyId}}:${endpoint}`;
+/**
+ * Keys of one request's limits all share the organisation's hash tag (docs/architecture.md
+ * "Stateless replicas"), so one script checks every window and counter of a request on Redis Cluster.
+ */
+const rateKey = (orgId: string, keyId: string, endpoint: RateLimitedEndpoint): string => `rl:{org:${orgId}}:key:${keyId}:${endpoint}`;
+const controlKey = (orgId: string, keyId: string | null, what: 'rpm' | 'tpm'): string => (keyId === null ? `lim:{org:${orgId}}:${what}` : `lim:{org:${orgId}}:key:${keyId}:${what}`);
 const monthKey = (orgId: string, month: Month): string => `ml:{org:${orgId}}:${month.label}`;
+const budgetKey = (orgId: string, keyId: string | null, month: Month): string => (keyId === null ? `bud:{org:${orgId}}:${month.label}` : `bud:{org:${orgId}}:key:${keyId}:${month.label}`);
 const usageKey = (orgId: string, day: string): string => `${orgId}\u0000${day}`;
+const spendKey = (orgId: string, keyId: string, day: string): string => `${orgId}\u0000${keyId}\u0000${day}`;
 /** The experiment create budget's sliding window; the hash tag keeps the key on the organisation's slot. */
 const createsKey = (orgId: string): string => `exp:{org:${orgId}}:creates`;
 
@@ -91,21 +101,88 @@ export interface CountedCreates {
   retryAfterMs: number;
 }
 
+/** What a request may spend, estimated before it is sent: charged up front, settled when the answer says (README "Limits"). */
+export interface SpendAsk {
+  /** Tokens against `tokens_per_minute`: the prompt's estimate plus the answer's bound. */
+  tokens: number;
+  /** Micro-USD against `monthly_budget_usd`: those tokens at the dearest price of the targets that may serve it. */
+  microUsd: number;
+}
+
+/** What a request turned out to use: the decision trace's figures (tokens as the upstream reported them, cost from the catalogue). */
+export interface SpendUsed {
+  status: number;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  costUsd: number | null;
+}
+
+type Label = 'rate' | 'requests_per_minute' | 'tokens_per_minute' | 'monthly' | 'budget';
+type Scope = 'key' | 'org';
+
+interface PlannedWindow extends SpendWindow {
+  label: 'rate' | 'requests_per_minute' | 'tokens_per_minute';
+  of: Scope;
+  /** The configured limit, as the 429 names it. */
+  shown: number;
+}
+
+interface PlannedCounter extends SpendCounter {
+  label: 'monthly' | 'budget';
+  of: Scope;
+  /** The durable row: `monthly_usage` of the organisation (requests), or `monthly_spend` of the key or the organisation (keyId ''). */
+  keyId: string;
+}
+
+interface Plan {
+  caller: Caller;
+  endpoint: RateLimitedEndpoint;
+  now: number;
+  month: Month;
+  windows: PlannedWindow[];
+  counters: PlannedCounter[];
+}
+
+/** Where a spent counter was counted: the cache store, the analytics store (the cache was down), or this replica alone (both were). */
+type CountedIn = 'shared' | 'analytics' | 'local';
+
+/** What an admitted request holds until `settle`: the hits and amounts it was charged up front. */
+export interface Admission {
+  readonly month: Month;
+  /** Where its windows were spent, and its hit there. */
+  readonly store: 'shared' | 'local';
+  readonly hit: string | null;
+  readonly tokenWindows: readonly { key: string; cost: number }[];
+  readonly budgets: readonly { key: string; keyId: string; amount: number; in: CountedIn }[];
+}
+
+/** One limit that refused a request: the 429 it answers with. */
+interface Denial {
+  entry: PlannedWindow | PlannedCounter;
+  retryAfterMs: number;
+  /** For a counter: its value (requests, or micro-USD of a budget). */
+  used: number;
+}
+
 /**
- * Every limit of the gateway, and the 429 (or 503) each one answers with (docs/architecture.md "One
- * limiter for every limit"): the per-key rate limit (chat, responses, embeddings, feedback), the
- * per-organisation monthly limit (chat, responses), explain's two windows and the experiment create
- * budget.
+ * Every limit of the gateway, and the 429 (or 403, 503) each one answers with (docs/architecture.md
+ * "One limiter for every limit"): the per-key rate limit of the config (chat, responses, embeddings,
+ * feedback), the per-organisation monthly request limit (chat, responses), the per-key and
+ * per-organisation controls (README "Limits": requests and tokens per minute, a monthly spend
+ * budget, a model allow-list), explain's two windows and the experiment create budget.
  *
- * All are decided in the cache store, atomically, so replicas share them. Monthly counts also go
- * to `monthly_usage`, added in batches off the hot path; that durable count seeds a counter the
- * cache lost. When the cache store fails the rate limit is enforced per replica by an
- * in-process limiter (bounded, never unlimited) and the monthly limit by the analytics store; with
- * both stores down, the monthly limit is enforced per replica from the last count this replica saw.
- * Explain's limits fail closed instead (docs/architecture.md "Explain's limits fail closed"), and
- * the create budget is counted in the analytics store, inside the create's own transaction.
- * Every degradation is counted in metrics and logged at most once per interval (StoreFallback); a
- * cache store the store breaker already knows to be down costs no wait (SharedOrLocalCache).
+ * All of a request's windows and counters are decided in the cache store in one atomic step (one
+ * script), so replicas share them and a refused request spends none. Tokens and spend are charged
+ * up front from an estimate and settled when the answer says what it used. Monthly counts and spend
+ * also go to `monthly_usage` and `monthly_spend`, added in batches off the hot path; those durable
+ * counts seed a counter the cache lost. When the cache store fails the windows are enforced per
+ * replica by an in-process limiter (bounded, never unlimited) and the counters by the analytics
+ * store; with both stores down, the counters are enforced per replica from the last value this
+ * replica saw. Explain's limits fail closed instead (docs/architecture.md "Explain's limits fail
+ * closed"), and the create budget is counted in the analytics store, inside the create's own
+ * transaction. Every degradation is counted in metrics and logged at most once per interval
+ * (StoreFallback); a cache store the store breaker already knows to be down costs no wait
+ * (SharedOrLocalCache).
  */
 @Injectable()
 export class LimitsService implements BeforeApplicationShutdown {
@@ -121,14 +198,17 @@ export class LimitsService implements BeforeApplicationShutdown {
   /** Monthly counts not yet in `monthly_usage`, per (org, month); `inFlight` is the batch being written. */
   private pending = new Map<string, UsageDelta>();
   private inFlight = new Map<string, UsageDelta>();
+  /** Spend not yet in `monthly_spend`, per (org, key or '', month). */
+  private pendingSpend = new Map<string, SpendDelta>();
+  private inFlightSpend = new Map<string, SpendDelta>();
   private flushing: Promise<void> | undefined;
   private flushFailures = 0;
   private nextFlushAt = 0;
-  /** Monthly counters this replica counted in the analytics store while the cache was down: rebuilt from it when the cache is back. */
+  /** Counters this replica counted in the analytics store while the cache was down: rebuilt from it when the cache is back. */
   private readonly reseed = new Set<string>();
-  /** Monthly counters this replica counted in process while both stores were down. */
+  /** Counters this replica counted in process while both stores were down. */
   private readonly localMonthly = new Set<string>();
-  /** The last monthly count seen per counter: where the in-process count starts when both stores are down. */
+  /** The last value seen per counter: where the in-process count starts when both stores are down. */
   private readonly lastUsed = new Map<string, number>();
 
   constructor(
@@ -139,6 +219,7 @@ export class LimitsService implements BeforeApplicationShutdown {
     fallback: StoreFallback,
     private readonly config: AppConfig,
     @Optional() options?: LimitsOptions,
+    @Optional() private readonly spendRepo?: MonthlySpendRepository,
   ) {
     const given = stripUndefined(options);
     this.o = { ...DEFAULTS, ...given } as typeof DEFAULTS;
@@ -148,7 +229,7 @@ export class LimitsService implements BeforeApplicationShutdown {
     this.cache = new SharedOrLocalCache(cache, this.fallback, { now: this.now, maxEntries: this.o.localMaxKeys });
     this.decisions = new Counter({
       name: 'gateway_limiter_decisions_total',
-      help: 'Rate and monthly limit decisions by limit, endpoint and outcome',
+      help: 'Limit decisions by limit (rate, requests_per_minute, tokens_per_minute, monthly, budget), endpoint and outcome',
       labelNames: ['limit', 'endpoint', 'outcome'] as const,
       registers: [metrics.registry],
     });
@@ -165,37 +246,125 @@ export class LimitsService implements BeforeApplicationShutdown {
   }
 
   /**
+   * The model allow-lists of the caller's key and organisation (README "Limits"): every entry of
+   * `model` (each part of a comma list, a `provider/model` pair, an alias) must be on both, else 403
+   * `model_not_allowed`, before the body is validated and before any upstream call (docs/api.md
+   * "Check order"). Reads `model` from the raw body; a body without a string `model` is left to
+   * validation. No store call; nothing at all for a caller without a list.
+   */
+  checkModel(caller: Caller, body: unknown): void {
+    if (!hasAllowList(caller) || body === null || typeof body !== 'object') return;
+    const model = ownValue(body as Record<string, unknown>, 'model');
+    if (typeof model !== 'string') return;
+    const models = this.config.gateway.models;
+    for (const name of model.split(',').map((s) => s.trim())) {
+      if (!callerMayUse(caller, name, models)) throw new GatewayError('model_not_allowed', `This API key may not use the model "${name.slice(0, 256)}".`, { param: 'model' });
+    }
+  }
+
+  /** Whether the caller may use the model name (`GET /v1/models` lists only those). */
+  mayUse(caller: Caller, name: string): boolean {
+    return !hasAllowList(caller) || callerMayUse(caller, name, this.config.gateway.models);
+  }
+
+  /**
+   * What a chat request may spend: its prompt's estimate (characters / 4) plus `max_tokens`, else
+   * `limits.default_completion_tokens`, at the dearest price of the targets that may serve it.
+   */
+  chatAsk(messages: readonly ChatMessage[], maxCompletionTokens: number | undefined, targets: readonly TargetRef[]): SpendAsk {
+    return this.ask(estimateTokens(messages, maxCompletionTokens, this.config.gateway.limits.default_completion_tokens), targets);
+  }
+
+  /** What an embeddings request may spend: its inputs' estimate, no answer tokens. */
+  embeddingsAsk(input: readonly string[], targets: readonly TargetRef[]): SpendAsk {
+    let chars = 0;
+    for (const text of input) chars += text.length;
+    return this.ask({ input: Math.ceil(chars / 4), output: 0 }, targets);
+  }
+
+  /**
+   * Admits a request of `endpoint` or throws its 429: the config's per-key rate limit, the key's and
+   * the organisation's `requests_per_minute`, and (chat, responses, embeddings) their
+   * `tokens_per_minute` and `monthly_budget_usd` charged with `ask()`, and with `monthly` the
+   * organisation's monthly request limit, all checked and spent in one step. Undefined when the
+   * caller has none of them: no store call, and `ask` is never computed.
+   */
+  async admit(caller: Caller, endpoint: RateLimitedEndpoint, ask?: () => SpendAsk, monthly = false): Promise<Admission | undefined> {
+    const plan = this.plan(caller, endpoint, ask, monthly);
+    if (!plan) return undefined;
+    return this.run(plan);
+  }
+
+  /**
+   * After the answer (its decision trace): each tokens window and budget is moved from what was
+   * charged up front to what the request used — a failed request that used nothing gives it all
+   * back, an answer without usage keeps the estimate — and the request's spend (from the catalogue's
+   * costs) is added to `monthly_spend` in the next batch. Never rejects, never waits on a store.
+   */
+  settle(caller: Caller, admission: Admission | undefined, used: SpendUsed): void {
+    const ok = used.status >= 200 && used.status < 300;
+    const known = used.promptTokens !== null;
+    const tokens = known ? used.promptTokens! + (used.completionTokens ?? 0) : ok ? null : 0;
+    const micro = used.costUsd !== null ? Math.round(used.costUsd * MICRO) : known || !ok ? 0 : null;
+    const month = admission?.month ?? monthOf(this.now());
+
+    for (const keyId of ['', caller.keyId]) {
+      const budget = admission?.budgets.find((b) => b.keyId === keyId);
+      // Spent in the analytics store up front (the cache was down): only the difference is left to add.
+      const written = budget?.in === 'analytics' ? budget.amount : 0;
+      const delta = (micro ?? budget?.amount ?? 0) - written;
+      if (delta !== 0) this.addPendingSpend(caller.orgId, keyId, month.day, delta);
+    }
+    if (!admission) return;
+
+    const windows: SettleWindow[] = [];
+    if (admission.hit !== null && tokens !== null) {
+      for (const w of admission.tokenWindows) if (w.cost !== tokens) windows.push({ key: w.key, hit: admission.hit, from: w.cost, to: tokens });
+    }
+    const counters: SettleCounter[] = [];
+    for (const b of admission.budgets) {
+      if (b.in === 'analytics' || micro === null || micro === b.amount) continue;
+      counters.push({ key: b.key, delta: micro - b.amount });
+    }
+    if (windows.length === 0 && counters.length === 0) return;
+    if (admission.store === 'local' || admission.budgets.some((b) => b.in === 'local')) {
+      void this.cache.local.settle(windows, counters).catch(() => undefined);
+      return;
+    }
+    void this.cache.tryShared((s) => s.settle(windows, counters).then(() => true), CACHE_TOPIC, { effect: 'an estimate stays charged until its window slides' });
+  }
+
+  /**
    * Per-key rate limit (config `limits.requests_per_minute_per_key`, sliding window) for endpoint
    * 'chat' | 'embeddings' | 'feedback'; null (the default) = unlimited, and no store call. Throws
    * GatewayError('rate_limited', …) with Retry-After.
    */
   async checkKeyRate(caller: Caller, endpoint: RateLimitedEndpoint): Promise<void> {
-    const limit = this.config.gateway.limits.requests_per_minute_per_key;
-    if (limit === null) return;
-    const checks: WindowCheck[] = [{ key: rateKey(caller.keyId, endpoint), limit, windowMs: RATE_WINDOW_MS }];
-    let d = await this.shared('rate', (s) => s.hitWindows(checks));
-    if (!d) {
-      this.fallbacks.inc({ limit: 'rate', to: 'local' });
-      d = await this.cache.local.hitWindows(checks);
-    }
-    this.decisions.inc({ limit: 'rate', endpoint, outcome: d.allowed ? 'allowed' : 'denied' });
-    if (d.allowed) return;
-    throw new GatewayError('rate_limited', `Rate limit exceeded: ${limit} requests per minute for this API key.`, { headers: retryAfter(d.retryAfterMs) });
+    const windows = this.rateWindows(caller, endpoint);
+    if (windows.length === 0) return;
+    await this.run({ caller, endpoint, now: this.now(), month: monthOf(this.now()), windows, counters: [] });
   }
 
   /** Monthly request limit of the caller's organisation (chat only); `monthlyRequestLimit === null` = unlimited (no store call). Throws GatewayError('MONTHLY_LIMIT_EXCEEDED') with `limit`, `used`, `reset_at` and Retry-After. */
   async checkMonthly(caller: Caller): Promise<void> {
-    const limit = caller.monthlyRequestLimit;
-    if (limit === null) return;
     const now = this.now();
     const month = monthOf(now);
-    const d = await this.countMonthly(caller.orgId, month, limit, month.resetAt - now + MONTH_KEY_GRACE_MS);
-    this.decisions.inc({ limit: 'monthly', endpoint: 'chat', outcome: d.allowed ? 'allowed' : 'denied' });
-    if (d.allowed) return;
-    throw new GatewayError('MONTHLY_LIMIT_EXCEEDED', undefined, {
-      extra: { limit, used: d.used, reset_at: new Date(month.resetAt).toISOString() },
-      headers: retryAfter(month.resetAt - now),
-    });
+    const counters = this.monthlyCounters(caller, month, now);
+    if (counters.length === 0) return;
+    await this.run({ caller, endpoint: 'chat', now, month, windows: [], counters });
+  }
+
+  /**
+   * The organisation's and its keys' spend this month (micro-USD, keyId '' = the organisation), from
+   * `monthly_spend` plus what this replica has not written yet; for the Admin API.
+   */
+  async spendOf(orgId: string): Promise<{ month: Month; spend: Map<string, number> }> {
+    const month = monthOf(this.now());
+    const spend = this.spendRepo ? await this.spendRepo.ofOrg(orgId, month.day) : new Map<string, number>();
+    for (const d of [...this.pendingSpend.values(), ...this.inFlightSpend.values()]) {
+      if (d.orgId === orgId && d.month === month.day) spend.set(d.keyId, (spend.get(d.keyId) ?? 0) + d.microUsd);
+    }
+    return { month, spend };
   }
 
   /**
@@ -252,17 +421,28 @@ export class LimitsService implements BeforeApplicationShutdown {
   }
 
   /**
-   * Adds the counted requests to `monthly_usage` in one statement. A failed write keeps them for the
-   * next attempt, which backs off; never rejects.
+   * Adds the counted requests to `monthly_usage` and the spend to `monthly_spend`, one statement
+   * each. A failed write keeps them for the next attempt, which backs off; never rejects.
    */
   flush(): Promise<void> {
     if (this.flushing) return this.flushing;
-    if (this.pending.size === 0) return Promise.resolve();
+    if (this.pending.size === 0 && this.pendingSpend.size === 0) return Promise.resolve();
     this.inFlight = this.pending;
     this.pending = new Map();
+    this.inFlightSpend = this.pendingSpend;
+    this.pendingSpend = new Map();
     const batch = [...this.inFlight.values()];
-    this.flushing = this.usage
-      .addCounts(batch)
+    const spend = [...this.inFlightSpend.values()];
+    const write = async (): Promise<void> => {
+      if (batch.length) {
+        await this.usage.addCounts(batch);
+        // Written: a failure of the spend statement below must not count these twice.
+        this.inFlight = new Map();
+        batch.length = 0;
+      }
+      if (spend.length && this.spendRepo) await this.spendRepo.add(spend);
+    };
+    this.flushing = write()
       .then(
         () => {
           this.flushFailures = 0;
@@ -270,6 +450,7 @@ export class LimitsService implements BeforeApplicationShutdown {
         },
         (err: unknown) => {
           for (const d of batch) this.addPending(d.orgId, d.month, d.count);
+          for (const d of spend) this.addPendingSpend(d.orgId, d.keyId, d.month, d.microUsd);
           this.flushFailures++;
           this.nextFlushAt = this.now() + Math.min(MAX_FLUSH_BACKOFF_MS, this.o.flushIntervalMs * 2 ** this.flushFailures);
           this.fallback.failed('analytics', 'analytics-store:monthly-usage', err, { pending_orgs: this.pending.size, retry: 'with back-off' });
@@ -277,6 +458,7 @@ export class LimitsService implements BeforeApplicationShutdown {
       )
       .finally(() => {
         this.inFlight = new Map();
+        this.inFlightSpend = new Map();
         this.flushing = undefined;
       });
     return this.flushing;
@@ -292,107 +474,265 @@ export class LimitsService implements BeforeApplicationShutdown {
     }
     const left = [...this.pending.values(), ...this.inFlight.values()].reduce((n, d) => n + d.count, 0);
     if (left > 0) this.log.warn({ topic: 'monthly-usage', unwritten_requests: left }, 'monthly usage not written at shutdown');
+    const spendLeft = this.pendingSpend.size + this.inFlightSpend.size;
+    if (spendLeft > 0) this.log.warn({ topic: 'monthly-usage', unwritten_spend_rows: spendLeft }, 'monthly spend not written at shutdown');
     await this.cache.close();
   }
 
-  private async countMonthly(orgId: string, month: Month, limit: number, ttlMs: number): Promise<MonthlyDecision> {
-    const key = monthKey(orgId, month);
+  // ---- the plan of one request ----
 
-    if (this.reseed.has(key)) {
-      // Requests were counted in the analytics store while the cache was down: the cache counter
-      // misses them, so it is dropped and rebuilt from the durable count below.
-      const dropped = await this.shared('monthly', (s) => s.del(key).then(() => true));
-      if (dropped) this.reseed.delete(key);
+  private plan(caller: Caller, endpoint: RateLimitedEndpoint, ask: (() => SpendAsk) | undefined, monthly: boolean): Plan | undefined {
+    const now = this.now();
+    const month = monthOf(now);
+    const windows = this.rateWindows(caller, endpoint);
+    const counters = monthly ? this.monthlyCounters(caller, month, now) : [];
+    const key = caller.limits?.key;
+    const org = caller.limits?.org;
+    const rpm = (l: OrgLimits | undefined, of: Scope, keyId: string | null) => {
+      if (l?.requests_per_minute === undefined) return;
+      const limit = l.requests_per_minute;
+      windows.push({ key: controlKey(caller.orgId, keyId, 'rpm'), limit, windowMs: RATE_WINDOW_MS, cost: 1, label: 'requests_per_minute', of, shown: limit });
+    };
+    rpm(key, 'key', caller.keyId);
+    rpm(org, 'org', null);
+    // Feedback spends no tokens and no money: only the request windows apply to it.
+    const spends = endpoint !== 'feedback' && ask !== undefined;
+    const tpm = spends && (key?.tokens_per_minute !== undefined || org?.tokens_per_minute !== undefined);
+    const budget = spends && (key?.monthly_budget_usd !== undefined || org?.monthly_budget_usd !== undefined);
+    if (tpm || budget) {
+      const a = ask!();
+      // An estimate over the whole limit is charged at the limit: the request fits an empty window
+      // (or an untouched budget) instead of never, and settles to what it used.
+      const tokens = (l: OrgLimits | undefined, of: Scope, keyId: string | null) => {
+        if (l?.tokens_per_minute === undefined) return;
+        const limit = l.tokens_per_minute;
+        windows.push({ key: controlKey(caller.orgId, keyId, 'tpm'), limit, windowMs: RATE_WINDOW_MS, cost: Math.min(a.tokens, limit), label: 'tokens_per_minute', of, shown: limit });
+      };
+      tokens(key, 'key', caller.keyId);
+      tokens(org, 'org', null);
+      const spend = (l: OrgLimits | undefined, of: Scope, keyId: string | null) => {
+        if (l?.monthly_budget_usd === undefined) return;
+        const limit = Math.round(l.monthly_budget_usd * MICRO);
+        counters.push({
+          key: budgetKey(caller.orgId, keyId, month),
+          limit,
+          amount: Math.min(a.microUsd, limit),
+          ttlMs: month.resetAt - now + MONTH_KEY_GRACE_MS,
+          label: 'budget',
+          of,
+          keyId: keyId ?? '',
+        });
+      };
+      spend(key, 'key', caller.keyId);
+      spend(org, 'org', null);
     }
-    const d = await this.shared('monthly', (s) => s.incrementBelow(key, limit, ttlMs));
-    if (d) {
-      this.leaveLocal(key);
-      // incrementBelow is atomic: exactly one caller sees the counter it created (value 1).
-      if (d.allowed && d.value === 1) return this.seed(orgId, month, key, limit, ttlMs);
-      if (d.allowed) this.addPending(orgId, month.day, 1);
-      this.remember(key, d.value);
-      return { allowed: d.allowed, used: d.value };
+    if (windows.length === 0 && counters.length === 0) return undefined;
+    return { caller, endpoint, now, month, windows, counters };
+  }
+
+  private rateWindows(caller: Caller, endpoint: RateLimitedEndpoint): PlannedWindow[] {
+    const limit = this.config.gateway.limits.requests_per_minute_per_key;
+    if (limit === null) return [];
+    return [{ key: rateKey(caller.orgId, caller.keyId, endpoint), limit, windowMs: RATE_WINDOW_MS, cost: 1, label: 'rate', of: 'key', shown: limit }];
+  }
+
+  private monthlyCounters(caller: Caller, month: Month, now: number): PlannedCounter[] {
+    const limit = caller.monthlyRequestLimit;
+    if (limit === null) return [];
+    return [{ key: monthKey(caller.orgId, month), limit, amount: 1, ttlMs: month.resetAt - now + MONTH_KEY_GRACE_MS, label: 'monthly', of: 'org', keyId: '' }];
+  }
+
+  private ask(tokens: TokenEstimate, targets: readonly TargetRef[]): SpendAsk {
+    let usd = 0;
+    for (const t of targets) usd = Math.max(usd, estimateCost(ownValue(this.config.gateway.models, t.model), tokens) ?? 0);
+    return { tokens: tokens.input + tokens.output, microUsd: Math.ceil(usd * MICRO) };
+  }
+
+  // ---- deciding a plan ----
+
+  private async run(plan: Plan): Promise<Admission> {
+    const shared = await this.spendShared(plan);
+    if (shared) {
+      const d = shared;
+      if (d.outcome !== 'allowed') this.deny(plan, this.denialOf(plan, d));
+      plan.counters.forEach((c, j) => {
+        this.leaveLocal(c.key);
+        this.remember(c.key, d.counters[j]!);
+        if (c.label === 'monthly') this.addPending(plan.caller.orgId, plan.month.day, 1);
+      });
+      this.allowed(plan);
+      return this.admission(plan, 'shared', d.hit, 'shared');
     }
 
-    // The cache is down: the analytics store decides, counting synchronously.
-    const unwritten = this.pendingOf(orgId, month.day);
-    try {
-      const room = limit - unwritten;
-      const deadline = this.config.gateway.stores.analytics_request_timeout_ms;
-      const r =
-        room >= 1
-          ? await this.usage.incrementBelow(orgId, month.day, room, deadline)
-          : { allowed: false, count: await this.usage.count(orgId, month.day, deadline) };
-      this.fallbacks.inc({ limit: 'monthly', to: 'analytics' });
-      if (r.allowed) this.reseed.add(key);
-      this.leaveLocal(key);
-      this.remember(key, r.count + unwritten);
-      return { allowed: r.allowed, used: r.count + unwritten };
-    } catch (err) {
-      this.fallback.failed('analytics', 'analytics-store:monthly-limit', err, { fallback: 'per-replica count' });
+    // The cache store is down: windows per replica, counters in the analytics store (else per replica).
+    let hit: string | null = null;
+    if (plan.windows.length) {
+      for (const label of new Set(plan.windows.map((w) => w.label))) this.fallbacks.inc({ limit: label, to: 'local' });
+      const d = await this.cache.local.spend(plan.windows, []);
+      if (d.outcome !== 'allowed') this.deny(plan, this.denialOf(plan, d));
+      hit = d.hit;
     }
-
-    // Both stores down: still bounded, per replica, from the last count this replica saw.
-    this.fallbacks.inc({ limit: 'monthly', to: 'local' });
-    const known = this.lastUsed.get(key) ?? 0;
-    this.localMonthly.add(key);
-    const l = await this.cache.local.incrementBelow(key, Math.max(0, limit - known), ttlMs);
-    if (l.allowed) {
-      this.addPending(orgId, month.day, 1);
-      this.reseed.add(key);
+    const counted: { counter: PlannedCounter; in: CountedIn }[] = [];
+    for (const c of plan.counters) {
+      const r = await this.countWithoutCache(plan, c);
+      if (r.allowed) {
+        counted.push({ counter: c, in: r.in });
+        continue;
+      }
+      // Refused: what this request already took is given back (a window to cost 0, a count subtracted).
+      if (hit !== null) void this.cache.local.settle(plan.windows.map((w) => ({ key: w.key, hit: hit!, from: w.cost, to: 0 })), []).catch(() => undefined);
+      for (const x of counted) this.refund(plan, x.counter, x.in);
+      this.deny(plan, { entry: c, retryAfterMs: plan.month.resetAt - plan.now, used: r.used });
     }
-    return { allowed: l.allowed, used: known + l.value };
+    this.allowed(plan);
+    const admission = this.admission(plan, 'local', hit, 'local');
+    return { ...admission, budgets: admission.budgets.map((b) => ({ ...b, in: counted.find((x) => x.counter.key === b.key)?.in ?? 'local' })) };
   }
 
   /**
-   * The caller created the month's counter: it was missing (a new month, or the cache lost it), so
-   * it is raised by the durable count plus what this replica has not written yet. Concurrent
-   * requests of other replicas in the moment between creation and seeding may be overwritten; the
-   * durable count still has them.
+   * One spend in the cache store; undefined when it failed or was refused. A counter the cache lost
+   * (or one to rebuild after an outage) is seeded from its durable count plus what this replica has
+   * not written yet, and the spend made again with the seed: one extra round trip, once per counter
+   * per month (or per loss).
    */
-  private async seed(orgId: string, month: Month, key: string, limit: number, ttlMs: number): Promise<MonthlyDecision> {
-    const unwritten = this.pendingOf(orgId, month.day);
-    let durable: number;
+  private async spendShared(plan: Plan): Promise<SpendDecision | undefined> {
+    let counters: SpendCounter[] = plan.counters;
+    if (plan.counters.some((c) => this.reseed.has(c.key))) {
+      counters = await Promise.all(plan.counters.map(async (c) => (this.reseed.has(c.key) ? this.seeded(plan, c, true) : c)));
+    }
+    let d = await this.shared((s) => s.spend(plan.windows, counters));
+    if (d?.outcome === 'missing') {
+      const seeded = await Promise.all(counters.map(async (c, j) => (d!.counters[j] === null ? this.seeded(plan, c as PlannedCounter, false) : c)));
+      d = await this.shared((s) => s.spend(plan.windows, seeded));
+      counters = seeded;
+      if (d?.outcome === 'missing') throw new Error('a seeded counter is still missing');
+    }
+    // Rebuilt: the cache holds every request the analytics store counted meanwhile.
+    if (d) for (const c of counters) if (c.reseed) this.reseed.delete(c.key);
+    return d;
+  }
+
+  /** The counter with its seed: its durable count plus this replica's unwritten part; from the last value seen when the analytics store cannot answer. */
+  private async seeded(plan: Plan, c: PlannedCounter, rebuild: boolean): Promise<SpendCounter> {
+    const unwritten = this.unwritten(plan, c);
     try {
       // The deadline lets the store breaker see a frozen server; withTimeout bounds the embedded store too.
-      durable = await withTimeout(this.usage.count(orgId, month.day, this.o.seedTimeoutMs), this.o.seedTimeoutMs, 'monthly usage read');
+      const durable = await withTimeout(this.durableOf(plan, c, this.o.seedTimeoutMs), this.o.seedTimeoutMs, 'monthly usage read');
+      return { ...c, seed: durable + unwritten, reseed: rebuild };
     } catch (err) {
-      this.fallback.failed('analytics', 'analytics-store:monthly-seed', err, { org_id: orgId, effect: 'monthly counter starts from the cache count' });
-      this.addPending(orgId, month.day, 1);
-      return { allowed: true, used: 1 };
+      this.fallback.failed('analytics', 'analytics-store:monthly-seed', err, { org_id: plan.caller.orgId, effect: 'counter starts from the last value seen, rebuilt later' });
+      this.reseed.add(c.key);
+      return { ...c, seed: Math.max(this.lastUsed.get(c.key) ?? 0, unwritten) };
     }
-    const base = durable + unwritten;
-    if (base === 0) {
-      this.addPending(orgId, month.day, 1);
-      this.remember(key, 1);
-      return { allowed: true, used: 1 };
+  }
+
+  private durableOf(plan: Plan, c: PlannedCounter, deadlineMs: number): Promise<number> {
+    if (c.label === 'monthly') return this.usage.count(plan.caller.orgId, plan.month.day, deadlineMs);
+    return this.spendRepo ? this.spendRepo.total(plan.caller.orgId, c.keyId, plan.month.day, deadlineMs) : Promise.resolve(0);
+  }
+
+  private unwritten(plan: Plan, c: PlannedCounter): number {
+    if (c.label === 'monthly') return this.pendingOf(plan.caller.orgId, plan.month.day);
+    const k = spendKey(plan.caller.orgId, c.keyId, plan.month.day);
+    return Math.max(0, (this.pendingSpend.get(k)?.microUsd ?? 0) + (this.inFlightSpend.get(k)?.microUsd ?? 0));
+  }
+
+  /** A counter decided without the cache store: check-and-count in the analytics store, else per replica from the last value seen. */
+  private async countWithoutCache(plan: Plan, c: PlannedCounter): Promise<{ allowed: boolean; used: number; in: CountedIn }> {
+    const unwritten = this.unwritten(plan, c);
+    const { orgId } = plan.caller;
+    try {
+      const room = c.limit - unwritten;
+      const deadline = this.config.gateway.stores.analytics_request_timeout_ms;
+      let allowed: boolean;
+      let total: number;
+      if (c.label === 'monthly') {
+        const r = room >= 1 ? await this.usage.incrementBelow(orgId, plan.month.day, room, deadline) : { allowed: false, count: await this.usage.count(orgId, plan.month.day, deadline) };
+        [allowed, total] = [r.allowed, r.count];
+      } else if (this.spendRepo) {
+        const r = room >= c.amount ? await this.spendRepo.addBelow(orgId, c.keyId, plan.month.day, c.amount, room, deadline) : { allowed: false, total: await this.spendRepo.total(orgId, c.keyId, plan.month.day, deadline) };
+        [allowed, total] = [r.allowed, r.total];
+      } else throw new Error('no spend repository');
+      this.fallbacks.inc({ limit: c.label, to: 'analytics' });
+      if (allowed) this.reseed.add(c.key);
+      this.leaveLocal(c.key);
+      this.remember(c.key, total + unwritten);
+      return { allowed, used: total + unwritten, in: 'analytics' };
+    } catch (err) {
+      this.fallback.failed('analytics', c.label === 'monthly' ? 'analytics-store:monthly-limit' : 'analytics-store:budget', err, { fallback: 'per-replica count' });
     }
-    const seeded = await this.cache.tryShared(
-      async (s) => {
-        const current = Number((await s.get(key)) ?? '1');
-        const total = base + current;
-        const allowed = total <= limit;
-        // A refused request is not counted (incrementBelow's rule): take back the one it added.
-        const value = allowed ? total : total - 1;
-        await s.set(key, String(value), ttlMs);
-        return { allowed, used: value };
-      },
-      CACHE_TOPIC,
-      { fallback: 'monthly counter reseeded later' },
-    );
-    if (!seeded) {
-      this.reseed.add(key);
-      this.addPending(orgId, month.day, 1);
-      return { allowed: true, used: 1 };
+
+    // Both stores down: still bounded, per replica, from the last value this replica saw.
+    this.fallbacks.inc({ limit: c.label, to: 'local' });
+    const known = this.lastUsed.get(c.key) ?? 0;
+    this.localMonthly.add(c.key);
+    const l = await this.cache.local.spend([], [{ key: c.key, limit: Math.max(0, c.limit - known), amount: c.amount, ttlMs: c.ttlMs, seed: 0 }]);
+    const allowed = l.outcome === 'allowed';
+    if (allowed) {
+      if (c.label === 'monthly') this.addPending(orgId, plan.month.day, 1);
+      this.reseed.add(c.key);
     }
-    if (seeded.allowed) this.addPending(orgId, month.day, 1);
-    this.remember(key, seeded.used);
-    return seeded;
+    return { allowed, used: known + (l.counters[0] ?? 0), in: 'local' };
+  }
+
+  /** Gives back a counter a refused request had already taken without the cache (another of its counters refused it). */
+  private refund(plan: Plan, c: PlannedCounter, where: CountedIn): void {
+    if (where === 'local') {
+      void this.cache.local.settle([], [{ key: c.key, delta: -c.amount }]).catch(() => undefined);
+      if (c.label === 'monthly') this.addPending(plan.caller.orgId, plan.month.day, -1);
+    } else if (c.label === 'monthly') this.addPending(plan.caller.orgId, plan.month.day, -1);
+    else this.addPendingSpend(plan.caller.orgId, c.keyId, plan.month.day, -c.amount);
+  }
+
+  private admission(plan: Plan, store: 'shared' | 'local', hit: string | null, counted: CountedIn): Admission {
+    return {
+      month: plan.month,
+      store,
+      hit,
+      tokenWindows: plan.windows.filter((w) => w.label === 'tokens_per_minute').map((w) => ({ key: w.key, cost: w.cost })),
+      budgets: plan.counters.filter((c) => c.label === 'budget').map((c) => ({ key: c.key, keyId: c.keyId, amount: c.amount, in: counted })),
+    };
+  }
+
+  private denialOf(plan: Plan, d: SpendDecision): Denial {
+    const i = d.deniedIndex;
+    if (i < plan.windows.length) return { entry: plan.windows[i], retryAfterMs: d.retryAfterMs, used: 0 };
+    const j = i - plan.windows.length;
+    return { entry: plan.counters[j], retryAfterMs: plan.month.resetAt - plan.now, used: d.counters[j] ?? 0 };
+  }
+
+  private allowed(plan: Plan): void {
+    const labels = new Set<Label>([...plan.windows.map((w) => w.label), ...plan.counters.map((c) => c.label)]);
+    for (const limit of labels) this.decisions.inc({ limit, endpoint: plan.endpoint, outcome: 'allowed' });
+  }
+
+  /** The 429 of the limit that refused the request (docs/api.md "Errors"). */
+  private deny(plan: Plan, d: Denial): never {
+    const e = d.entry;
+    this.decisions.inc({ limit: e.label, endpoint: plan.endpoint, outcome: 'denied' });
+    const whose = e.of === 'key' ? 'this API key' : 'the organisation';
+    const resetAt = new Date(plan.month.resetAt).toISOString();
+    switch (e.label) {
+      case 'rate':
+      case 'requests_per_minute':
+        throw new GatewayError('rate_limited', `Rate limit exceeded: ${(e as PlannedWindow).shown} requests per minute for ${whose}.`, { headers: retryAfter(d.retryAfterMs) });
+      case 'tokens_per_minute':
+        throw new GatewayError('rate_limited', `Token rate limit exceeded: ${(e as PlannedWindow).shown} tokens per minute for ${whose}.`, { headers: retryAfter(d.retryAfterMs) });
+      case 'monthly':
+        throw new GatewayError('MONTHLY_LIMIT_EXCEEDED', undefined, { extra: { limit: e.limit, used: d.used, reset_at: resetAt }, headers: retryAfter(d.retryAfterMs) });
+      case 'budget': {
+        const limit = e.limit / MICRO;
+        throw new GatewayError('budget_exceeded', `The monthly spend budget of ${limit} USD for ${whose} is exhausted.`, {
+          extra: { limit, used: d.used / MICRO, reset_at: resetAt },
+          headers: retryAfter(d.retryAfterMs),
+        });
+      }
+    }
   }
 
   /** One call to the cache store; undefined when it failed (counted, logged) or the store breaker refused it. */
-  private shared<T extends {} | null>(what: 'rate' | 'monthly', call: (store: CacheStore) => Promise<T>): Promise<T | undefined> {
-    return this.cache.tryShared(call, CACHE_TOPIC, { fallback: what === 'rate' ? 'per-replica rate limiter' : 'monthly limit in the analytics store' });
+  private shared<T extends {} | null>(call: (store: CacheStore) => Promise<T>): Promise<T | undefined> {
+    return this.cache.tryShared(call, CACHE_TOPIC, { fallback: 'per-replica windows; counters in the analytics store' });
   }
 
   private overCreateBudget(limit: number, retryAfterMs: number): GatewayError {
@@ -404,6 +744,13 @@ export class LimitsService implements BeforeApplicationShutdown {
     const d = this.pending.get(k);
     if (d) d.count += count;
     else this.pending.set(k, { orgId, month: day, count });
+  }
+
+  private addPendingSpend(orgId: string, keyId: string, day: string, microUsd: number): void {
+    const k = spendKey(orgId, keyId, day);
+    const d = this.pendingSpend.get(k);
+    if (d) d.microUsd += microUsd;
+    else this.pendingSpend.set(k, { orgId, keyId, month: day, microUsd });
   }
 
   private pendingOf(orgId: string, day: string): number {

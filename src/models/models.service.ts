@@ -5,6 +5,7 @@ import { ownValue } from '../common/own-key';
 import { AppConfig } from '../config/app-config';
 import { resolveTarget } from '../config/gateway-config';
 import { matches } from '../routing/routing.service';
+import { callerMayUse, hasAllowList } from '../limits/model-allow-list';
 
 /** A model name a caller may send as `model`, and who answers for it. */
 export interface ListedModel {
@@ -20,7 +21,8 @@ export const GATEWAY_OWNER = 'gateway';
  * Which model names an organisation can use (`GET /v1/models`): every catalogue id, chat and
  * embedding (a bare catalogue id needs no route, so every organisation can use it), and the
  * `models` names of the routes whose `orgs` match the organisation. The route wildcard `*` is not a
- * name a client can pick from a list, so it is left out.
+ * name a client can pick from a list, so it is left out. A caller whose key or organisation has a
+ * `models` allow-list (README "Limits") sees only the names on it, and finds no other.
  */
 @Injectable()
 export class ModelsService {
@@ -41,7 +43,8 @@ export class ModelsService {
         if (name !== '*' && !byId.has(name)) byId.set(name, { id: name, ownedBy: GATEWAY_OWNER });
       }
     }
-    return [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const listed = hasAllowList(caller) ? [...byId.values()].filter((m) => callerMayUse(caller, m.id, this.config.gateway.models)) : [...byId.values()];
+    return listed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 
   /**
@@ -50,6 +53,8 @@ export class ModelsService {
    * provider. Anything else, a name a wildcard route would take included, is 404 `model_not_found`.
    */
   find(caller: Caller, id: string): ListedModel {
+    // A name the caller may not use is not there for it: the same 404 as an unknown one.
+    if (hasAllowList(caller) && !callerMayUse(caller, id, this.config.gateway.models)) throw notFound(id);
     const model = ownValue(this.config.gateway.models, id);
     if (model) return { id, ownedBy: model.targets[0].provider };
     if (id !== '*' && this.config.gateway.routes.some((r) => matches(r.orgs, caller.orgId) && r.models.includes(id))) {
@@ -58,6 +63,8 @@ export class ModelsService {
     // The catalogue id was tried above, so a target list here can only be the pair itself.
     const pair = resolveTarget(id, this.config.gateway.models);
     if (typeof pair !== 'string' && pair.length === 1) return { id, ownedBy: pair[0].provider };
-    throw new GatewayError('model_not_found', `The model "${id}" does not exist or no route serves it.`);
+    throw notFound(id);
   }
 }
+
+const notFound = (id: string): GatewayError => new GatewayError('model_not_found', `The model "${id}" does not exist or no route serves it.`);

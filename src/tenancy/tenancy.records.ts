@@ -1,4 +1,4 @@
-import type { Feature, KillSwitch, Permission, Plan } from '../config/gateway-config.schema';
+import type { Feature, KeyLimits, KillSwitch, OrgLimits, Permission, Plan } from '../config/gateway-config.schema';
 
 /** Who made the row: gateway.yaml, the CLI, the demo seeding, or the Admin API. */
 export type Source = 'config' | 'cli' | 'demo' | 'api';
@@ -10,6 +10,8 @@ export interface OrgRecord {
   features: Feature[];
   monthlyRequestLimit: number | null;
   killSwitches: KillSwitch[];
+  /** The organisation's controls (README "Limits"); null = none. */
+  limits: OrgLimits | null;
   source: Source;
 }
 
@@ -20,6 +22,8 @@ export interface ApiKeyRecord {
   keyPrefix: string;
   permissions: Permission[];
   source: Source;
+  /** The key's controls; written for keys from gateway.yaml, whose file owns them (null = none). */
+  limits?: KeyLimits | null;
 }
 
 export interface OrgSummary extends OrgRecord {
@@ -39,7 +43,7 @@ export interface ApiKeyView {
   createdAt: Date;
   revokedAt: Date | null;
   lastUsedAt: Date | null;
-  limits: Record<string, unknown> | null;
+  limits: KeyLimits | null;
   /** The row's position in the newest-first list (created_at to the microsecond, UTC): for paging. */
   position: string;
 }
@@ -52,6 +56,17 @@ export interface KeyAuditRecord {
   id: string;
   orgId: string;
   keyId: string;
+  action: string;
+  actor: KeyActor['actor'];
+  actorKeyId: string | null;
+  detail: Record<string, unknown> | null;
+  createdAt: Date;
+}
+
+/** One row of `org_audit`: a change of the organisation's controls. */
+export interface OrgAuditRecord {
+  id: string;
+  orgId: string;
   action: string;
   actor: KeyActor['actor'];
   actorKeyId: string | null;

@@ -3,7 +3,7 @@ import { Counter } from 'prom-client';
 import { ApiKeyAuthenticator } from '../common/auth/api-key-authenticator';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
-import { FEATURES, Permission } from '../config/gateway-config.schema';
+import { FEATURES, KeyLimits, OrgLimits, Permission } from '../config/gateway-config.schema';
 import type { GatewayConfig } from '../config/gateway-config';
 import { AppConfig } from '../config/app-config';
 import { setBounded } from '../common/bounded-map';
@@ -14,7 +14,7 @@ import { CacheStore } from '../stores/cache/cache-store';
 import { ApiKeyHasher, generateApiKey, keyPrefix } from './api-key-hasher';
 import { KeyCache } from './key-cache';
 import { TenancyRepository } from './tenancy.repository';
-import type { ApiKeyView, KeyActor, KeyAuditRecord, OrgSummary } from './tenancy.records';
+import type { ApiKeyView, KeyActor, KeyAuditRecord, OrgAuditRecord, OrgRecord, OrgSummary } from './tenancy.records';
 import { KeyUsageRecorder } from './key-usage.recorder';
 
 /** How long each layer of the key cache holds a record (tests shorten them). */
@@ -29,6 +29,8 @@ export class TenancyOptions {
   lastKnownTtlMs?: number;
   /** Keys whose last known record this replica keeps. */
   lastKnownMaxKeys?: number;
+  /** Milliseconds since the epoch, against which a key's `expires_at` is read (tests move it). */
+  now?: () => number;
 }
 
 const DEFAULTS = {
@@ -56,6 +58,7 @@ export const DEMO_ORG_ID = 'demo';
 @Injectable()
 export class TenancyService extends ApiKeyAuthenticator {
   private readonly o: typeof DEFAULTS;
+  private readonly now: () => number;
   private readonly local: KeyCache;
   private readonly lastKnown = new Map<string, Caller>();
   private readonly servedLastKnown: Counter<'from'>;
@@ -72,7 +75,9 @@ export class TenancyService extends ApiKeyAuthenticator {
     @Optional() options?: TenancyOptions,
   ) {
     super();
-    this.o = { ...DEFAULTS, ...stripUndefined(options) };
+    const { now, ...given } = stripUndefined(options);
+    this.o = { ...DEFAULTS, ...given };
+    this.now = now ?? Date.now;
     this.local = new KeyCache(this.o.localTtlMs, this.o.negativeTtlMs);
     this.servedLastKnown = new Counter({
       name: 'gateway_auth_last_known_total',
@@ -99,6 +104,7 @@ export class TenancyService extends ApiKeyAuthenticator {
             features: [...org.features],
             monthlyRequestLimit: org.monthly_request_limit,
             killSwitches: [...org.kill_switches],
+            limits: org.limits,
             source: 'config',
           },
           tx,
@@ -106,7 +112,15 @@ export class TenancyService extends ApiKeyAuthenticator {
         for (const key of org.api_keys) {
           const plain = key.key.reveal();
           await this.repo.upsertKey(
-            { id: key.id, orgId: org.id, keyHash: this.hasher.hash(plain), keyPrefix: keyPrefix(plain), permissions: [...key.permissions], source: 'config' },
+            {
+              id: key.id,
+              orgId: org.id,
+              keyHash: this.hasher.hash(plain),
+              keyPrefix: keyPrefix(plain),
+              permissions: [...key.permissions],
+              source: 'config',
+              limits: key.limits,
+            },
             tx,
           );
           keyIds.push(key.id);
@@ -133,6 +147,7 @@ export class TenancyService extends ApiKeyAuthenticator {
       features: [...FEATURES],
       monthlyRequestLimit: null,
       killSwitches: [],
+      limits: null,
       source: 'demo',
     });
     // The demo key operates its organisation too (README "Admin API"), so a fresh start can open the console.
@@ -147,13 +162,19 @@ export class TenancyService extends ApiKeyAuthenticator {
     return caller;
   }
 
+  /**
+   * An expired key (its `expires_at` passed) is an unknown key, byte for byte and call for call
+   * (docs/api.md "Authentication"): a cached record of it counts as no record, so it takes the
+   * unknown key's path (this replica's cache, the shared cache, the analytics store) and ends as the
+   * same cached "unknown", touching no store an unknown key would not.
+   */
   private async lookup(plainKey: string): Promise<Caller | null> {
     const hash = this.hasher.hash(plainKey);
     const cached = this.local.get(hash);
-    if (cached !== undefined) return cached;
+    if (cached !== undefined && !this.expired(cached)) return cached;
 
     const shared = await this.sharedRecord(sharedKey(hash));
-    if (shared) {
+    if (shared && !this.expired(shared)) {
       this.local.set(hash, shared);
       setBounded(this.lastKnown, hash, shared, this.o.lastKnownMaxKeys);
       return shared;
@@ -165,6 +186,11 @@ export class TenancyService extends ApiKeyAuthenticator {
     } catch (err) {
       this.storeError('analytics', err);
       return this.fromLastKnown(hash);
+    }
+    if (this.expired(caller)) {
+      // No tombstone (an unknown key writes none): every copy of the record carries its expiry.
+      this.lastKnown.delete(hash);
+      caller = null;
     }
     this.local.set(hash, caller);
     if (caller) {
@@ -192,18 +218,25 @@ export class TenancyService extends ApiKeyAuthenticator {
       return null;
     }
     let known: Caller | undefined;
-    if (shared) {
+    // An expired record is no record: the key answers as an unknown one does during the outage.
+    if (shared && !this.expired(shared)) {
       known = shared;
       this.servedLastKnown.inc({ from: 'shared' });
       setBounded(this.lastKnown, hash, shared, this.o.lastKnownMaxKeys);
     } else {
       known = this.lastKnown.get(hash);
+      if (known && this.expired(known)) known = undefined;
       if (known) this.servedLastKnown.inc({ from: 'local' });
     }
     if (!known) throw new GatewayError('internal', 'The key store is unavailable.', { status: 503 });
     // Held like a fresh record, so the next requests of this key touch no store until it expires.
     this.local.set(hash, known);
     return known;
+  }
+
+  /** The key's `expires_at` has passed (README "Limits"). */
+  private expired(caller: Caller | null): boolean {
+    return caller?.expiresAt !== undefined && !(caller.expiresAt > this.now());
   }
 
   /** A record of the cache store; null for a revoked key's tombstone; undefined when it has none or cannot answer. */
@@ -277,6 +310,61 @@ export class TenancyService extends ApiKeyAuthenticator {
     if (!outcome) return null;
     if (outcome.hash !== null) await this.evict([outcome.hash], true);
     return outcome.key;
+  }
+
+  /**
+   * The Admin API's change of a key's controls (README "Limits"), scoped to the caller's
+   * organisation: null when it has no key of that id. `change` gets the controls as they are, under
+   * the key's row lock, and returns the new ones (it may throw, changing nothing). A key from
+   * gateway.yaml is the file's (409 `config_managed_key`). The change and its `limits` audit row
+   * (before and after) are one transaction; then the key's cached records are evicted, so its next
+   * request reads them (other replicas' in-process caches expire within seconds).
+   */
+  async changeKeyLimits(orgId: string, id: string, change: (current: KeyLimits | null) => KeyLimits | null, by: KeyActor): Promise<ApiKeyView | null> {
+    const outcome = await this.repo.transaction(async (tx) => {
+      const found = await this.repo.lockKeyInOrg(orgId, id, tx);
+      if (!found) return null;
+      if (found.source === 'config') throw new GatewayError('config_managed_key');
+      const next = change(found.limits);
+      const r = await this.repo.setKeyLimits(orgId, id, next, tx);
+      if (!r) throw new Error(`key ${id} vanished while locked`);
+      await this.repo.insertAudit({ orgId, keyId: id, action: 'limits', by, detail: { before: found.limits, after: next } }, tx);
+      return r;
+    });
+    if (!outcome) return null;
+    await this.evict([outcome.hash], false);
+    return outcome.key;
+  }
+
+  /** The organisation's record (its controls included); null when there is none. */
+  findOrg(orgId: string): Promise<OrgRecord | null> {
+    return this.repo.findOrg(orgId);
+  }
+
+  /**
+   * The Admin API's change of an organisation's controls, as `changeKeyLimits` for a key: under the
+   * organisation's row lock, with its `limits` row in `org_audit` in the same transaction. An
+   * organisation from gateway.yaml is the file's (409 `config_managed_org`: the next start would
+   * restore it). Every key of the organisation is evicted from the key caches afterwards.
+   */
+  async changeOrgLimits(orgId: string, change: (current: OrgLimits | null) => OrgLimits | null, by: KeyActor): Promise<OrgRecord | null> {
+    const changed = await this.repo.transaction(async (tx) => {
+      const found = await this.repo.lockOrg(orgId, tx);
+      if (!found) return null;
+      if (found.source === 'config') throw new GatewayError('config_managed_org');
+      const next = change(found.limits);
+      await this.repo.setOrgLimits(orgId, next, tx);
+      await this.repo.insertOrgAudit({ orgId, action: 'limits', by, detail: { before: found.limits, after: next } }, tx);
+      return { ...found, limits: next };
+    });
+    if (!changed) return null;
+    await this.evict(await this.repo.activeKeyHashesOf([orgId]), false);
+    return changed;
+  }
+
+  /** One page of the organisation's audit rows, oldest first. */
+  pageOrgAudit(orgId: string, afterId: string, limit: number): Promise<OrgAuditRecord[]> {
+    return this.repo.pageOrgAudit(orgId, afterId, limit);
   }
 
   /** One page of the organisation's keys, newest first (never a key or its hash). */

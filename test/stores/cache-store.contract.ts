@@ -299,8 +299,8 @@ export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixt
         const full = await store.spend([tpm('t', 100, 1), tpm('r', 10, 1)], [month('c', 5, 1, { seed: 0 })]);
         expect(full).toMatchObject({ outcome: 'denied', deniedIndex: 0, windows: [100, 0], counters: [0], hit: null });
         expectDuration(full.retryAfterMs, W);
-        // Nothing of the denied call was written: its other window and its counter are untouched.
-        expect(await store.spend([tpm('r', 10, 0)], [month('c', 5, 0)])).toMatchObject({ outcome: 'missing', windows: [0], counters: [null] });
+        // Nothing of the denied call was spent: its other window is empty, its counter only created at its seed.
+        expect(await store.spend([tpm('r', 10, 0)], [month('c', 5, 0)])).toMatchObject({ outcome: 'allowed', windows: [0], counters: [0] });
         // A cost of 0 fits a full window.
         expect((await store.spend([tpm('t', 100, 0)], [])).outcome).toBe('allowed');
       });
@@ -341,10 +341,13 @@ export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixt
         expect(await store.spend([], [c])).toMatchObject({ outcome: 'denied', deniedIndex: 0, counters: [10] });
         expect(await store.get(c.key)).toBe('10');
         expect(await store.spend([], [{ ...c, seed: 3, reseed: true }])).toMatchObject({ outcome: 'allowed', counters: [4] });
-        // A seed at the limit refuses the call that brought it (and writes nothing).
+        // A seed at the limit refuses the call that brought it, and the counter is created at the seed
+        // all the same (so the next call needs none); an unseeded missing one beside it is not.
         const full = month('full', 5, 1, { seed: 5 });
-        expect(await store.spend([], [full])).toMatchObject({ outcome: 'denied', counters: [5] });
-        expect(await store.get(full.key)).toBeNull();
+        expect(await store.spend([], [full, month('other', 5, 1)])).toMatchObject({ outcome: 'denied', deniedIndex: 0, counters: [5, null] });
+        expect(await store.get(full.key)).toBe('5');
+        expect(await store.get(key('other'))).toBeNull();
+        expect(await store.spend([], [{ ...full, seed: undefined }])).toMatchObject({ outcome: 'denied', counters: [5] });
       });
 
       it('a denying window or existing counter wins over a missing counter: the caller need not seed to be refused', async () => {

@@ -1,3 +1,4 @@
+import type { KeyLimits } from '../../config/gateway-config.schema';
 import type { ApiKeyView, KeyAuditRecord } from '../../tenancy/tenancy.records';
 import { iso } from '../common/admin-store';
 
@@ -14,8 +15,8 @@ export interface AdminKeyJson {
   last_used_at: string | null;
   revoked: boolean;
   revoked_at: string | null;
-  /** The key's own limits; null while only the gateway-wide `limits` of the config apply. */
-  limits: Record<string, unknown> | null;
+  /** The key's own limits (README "Limits"); null while only the gateway-wide `limits` of the config apply. */
+  limits: KeyLimits | null;
 }
 
 export interface KeyAuditJson {

@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import type { Feature, KillSwitch, Permission, Plan } from '../../config/gateway-config.schema';
+import type { Feature, KillSwitch, OrgLimits, Permission, Plan } from '../../config/gateway-config.schema';
 import type { RequestTelemetry } from '../../telemetry/request-telemetry';
 
 /** Who is calling: set by the API-key guard, read by the other guards and services. */
@@ -11,6 +11,10 @@ export interface Caller {
   permissions: readonly Permission[];
   killSwitches: readonly KillSwitch[];
   monthlyRequestLimit: number | null;
+  /** The key's and the organisation's controls (README "Limits"); absent = none, and no limiter work. */
+  limits?: { key?: OrgLimits; org?: OrgLimits };
+  /** When the key stops authenticating, in ms since the epoch (its `expires_at`); absent = never. */
+  expiresAt?: number;
 }
 
 /** What the request did, copied into the access log line and metrics when the response finishes. */

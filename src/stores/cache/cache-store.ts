@@ -53,7 +53,7 @@ export interface SpendCounter {
 export interface SpendDecision {
   /**
    * `allowed`: every window and counter had room and each was spent. `denied`: one had none, and
-   * nothing was spent. `missing`: no window or existing counter denied, but a counter without a
+   * nothing was spent (a counter given a seed is created at it all the same). `missing`: no window or existing counter denied, but a counter without a
    * seed does not exist; nothing was spent.
    */
   outcome: 'allowed' | 'denied' | 'missing';

@@ -199,6 +199,12 @@ export class MemoryCacheStore extends CacheStore {
     }
 
     const outcome = deniedIndex !== -1 ? 'denied' : missing ? 'missing' : 'allowed';
+    if (outcome === 'denied') {
+      // As the script: a seeded counter is created (or rebuilt) at its seed even when the call is refused.
+      for (const [j, c] of counters.entries()) {
+        if (create[j]) this.write(c.key, { type: 'string', value: String(values[j]), expiresAt: this.now() + checkTtl(c.ttlMs) });
+      }
+    }
     let hit: string | null = null;
     if (outcome === 'allowed') {
       hit = `m${++this.sequence}`;

@@ -22,7 +22,8 @@
     { outcome, retryAfterMs, deniedIndex, sum_1, ..., sum_nw, value_1, ..., value_nc }
       outcome       1 allowed: every window and counter had room and each was spent
                     0 denied: a window's sum + cost, or a counter's value + amount, passes its
-                      limit; nothing was spent (windows are checked first)
+                      limit; nothing was spent (windows are checked first), though a counter
+                      given a seed is created at it
                     2 missing: nothing denied, but a counter with no seed does not exist; nothing
                       was spent (the caller reads its durable count and calls again with a seed)
       retryAfterMs  when a window denied: ms until enough of its hits have left it for this cost
@@ -147,6 +148,14 @@ end
 local outcome = 1
 if deniedIndex ~= -1 then
   outcome = 0
+  -- A seeded counter is created (or rebuilt) even when the call is refused: the durable count it
+  -- carries is not read again by every refused request that follows.
+  for j = 1, nc do
+    local c = counters[j]
+    if c.create then
+      redis.call('SET', c.key, int(values[j]), 'PX', c.ttl)
+    end
+  end
 elseif missing then
   outcome = 2
 else
