@@ -210,6 +210,8 @@ export class LimitsService implements BeforeApplicationShutdown {
   private readonly localMonthly = new Set<string>();
   /** The last value seen per counter: where the in-process count starts when both stores are down. */
   private readonly lastUsed = new Map<string, number>();
+  /** Durable reads of missing counters under way, shared by the requests that wait on them. */
+  private readonly seeding = new Map<string, Promise<number>>();
 
   constructor(
     cache: CacheStore,
@@ -612,17 +614,24 @@ export class LimitsService implements BeforeApplicationShutdown {
     return d;
   }
 
-  /** The counter with its seed: its durable count plus this replica's unwritten part; from the last value seen when the analytics store cannot answer. */
+  /**
+   * The counter with its seed: its durable count plus this replica's unwritten part. Requests that
+   * find the same counter missing at once share one read. When the analytics store cannot answer the
+   * counter starts from the last value this replica saw (a rebuild is left for a later request).
+   */
   private async seeded(plan: Plan, c: PlannedCounter, rebuild: boolean): Promise<SpendCounter> {
-    const unwritten = this.unwritten(plan, c);
-    try {
+    let read = this.seeding.get(c.key);
+    if (!read) {
       // The deadline lets the store breaker see a frozen server; withTimeout bounds the embedded store too.
-      const durable = await withTimeout(this.durableOf(plan, c, this.o.seedTimeoutMs), this.o.seedTimeoutMs, 'monthly usage read');
-      return { ...c, seed: durable + unwritten, reseed: rebuild };
+      read = withTimeout(this.durableOf(plan, c, this.o.seedTimeoutMs), this.o.seedTimeoutMs, 'monthly usage read').finally(() => this.seeding.delete(c.key));
+      this.seeding.set(c.key, read);
+    }
+    try {
+      const durable = await read;
+      return { ...c, seed: durable + this.unwritten(plan, c), reseed: rebuild };
     } catch (err) {
-      this.fallback.failed('analytics', 'analytics-store:monthly-seed', err, { org_id: plan.caller.orgId, effect: 'counter starts from the last value seen, rebuilt later' });
-      this.reseed.add(c.key);
-      return { ...c, seed: Math.max(this.lastUsed.get(c.key) ?? 0, unwritten) };
+      this.fallback.failed('analytics', 'analytics-store:monthly-seed', err, { org_id: plan.caller.orgId, effect: 'counter starts from the last value seen' });
+      return { ...c, seed: Math.max(this.lastUsed.get(c.key) ?? 0, this.unwritten(plan, c)) };
     }
   }
 
