@@ -27,13 +27,15 @@ const ADMIN = 'gw-console-admin-key';
 const RW = 'gw-console-rw-key';
 const TZ = 'Asia/Kolkata';
 
-const yaml = (primary: string, secondary: string) => `
+const yaml = (primary: string, secondary: string, flaky: string) => `
 providers:
   primary: { family: openai, base_url: "${primary}", api_key: "sk-primary" }
   secondary: { family: openai, base_url: "${secondary}", api_key: "sk-secondary" }
+  flaky: { family: openai, base_url: "${flaky}", api_key: "sk-flaky" }
 models:
   fast: { provider: primary, cost: { input_per_mtok: 1, output_per_mtok: 2 }, quality: 0.7 }
   smart: { provider: secondary, cost: { input_per_mtok: 3, output_per_mtok: 6 }, quality: 0.8 }
+  shaky: { provider: flaky }
 routes:
   - { name: main, models: [auto], strategy: ordered, targets: [primary/fast, secondary/smart] }
 organizations:
@@ -71,6 +73,8 @@ jest.setTimeout(90_000);
 describe('operator console', () => {
   const primary = new OpenAiFake();
   const secondary = new OpenAiFake();
+  /** Always fails: five failures in a row open its circuit breaker. */
+  const flaky = new OpenAiFake().always({ errorStatus: 500 });
   let t: TestApp;
   let browser: Browser;
   let w: WatchedPage;
@@ -87,8 +91,8 @@ describe('operator console', () => {
     const text = await r.text();
     return { status: r.status, headers: r.headers, body: text ? JSON.parse(text) : undefined };
   };
-  const chat = async (requestId: string, session?: string) => {
-    const r = await api('POST', '/v1/chat/completions', { model: 'auto', messages: [{ role: 'user', content: 'Hi' }] }, ADMIN, {
+  const chat = async (requestId: string, session?: string, model = 'auto') => {
+    const r = await api('POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'Hi' }] }, ADMIN, {
       'x-request-id': requestId,
       ...(session ? { 'gateway-session-id': session } : {}),
     });
@@ -104,7 +108,8 @@ describe('operator console', () => {
     await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: title, exact: true }).click();
     await page.locator(`main[data-page=${title.toLowerCase()}]`).waitFor();
   };
-  const shot = (name: string, p: Page = page) => p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  // The new key's secret (a throwaway key of a throwaway gateway, revoked at once) is masked all the same.
+  const shot = (name: string, p: Page = page) => p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true, mask: [p.locator('[data-testid=new-key-secret]')] });
   /** No console error or uncaught exception since the last check, but for the API errors named. */
   const clean = (expected: Array<{ status: number; path: string }> = []) => {
     const left = unexpected(w.problems, expected);
@@ -117,19 +122,25 @@ describe('operator console', () => {
     mkdirSync(SHOTS, { recursive: true });
     await primary.start();
     await secondary.start();
-    t = await startTestApp({ yaml: yaml(primary.url, secondary.url) });
-    // Traffic: 6 answered by the first target, 3 rescued by the fallback, 2 failed on both.
-    for (let i = 1; i <= 6; i++) expect((await chat(`seed-ok-${i}`)).status).toBe(200);
-    for (let i = 1; i <= 3; i++) {
+    await flaky.start();
+    t = await startTestApp({ yaml: yaml(primary.url, secondary.url, flaky.url) });
+    // Traffic on `auto`: 6 answered by the first target, 3 rescued by the fallback, 2 failed on both;
+    // a success between failures, so the first target's breaker stays closed (5 failures in a row open it).
+    for (let i = 1; i <= 5; i++) {
+      expect((await chat(`seed-ok-${i}`)).status).toBe(200);
       primary.next({ errorStatus: 500 });
-      expect((await chat(`seed-fb-${i}`)).status).toBe(200);
+      if (i <= 3) expect((await chat(`seed-fb-${i}`)).status).toBe(200);
+      else {
+        secondary.next({ errorStatus: 502 });
+        expect((await chat(`seed-err-${i - 3}`)).status).toBe(502);
+      }
     }
-    for (let i = 1; i <= 2; i++) {
-      primary.next({ errorStatus: 500 });
-      secondary.next({ errorStatus: 502 });
-      expect((await chat(`seed-err-${i}`)).status).toBe(502);
-    }
+    expect((await chat('seed-ok-6')).status).toBe(200);
     expect(seeded).toEqual({ requests: 11, errors: 2, fallbacks: 3 });
+    // The flaky provider: 5 failures open its breaker, the 6th request finds it open (503, no call).
+    for (let i = 1; i <= 6; i++) expect((await chat(`seed-flaky-${i}`, undefined, 'shaky')).status).toBe(i <= 5 ? 502 : 503);
+    expect(flaky.requests).toHaveLength(5);
+    expect(seeded).toEqual({ requests: 17, errors: 8, fallbacks: 3 });
     await flush();
     browser = await launchChromium();
     w = await watchedPage(browser, { timezoneId: TZ });
@@ -141,6 +152,7 @@ describe('operator console', () => {
     await t?.close();
     await primary.stop();
     await secondary.stop();
+    await flaky.stop();
   });
 
   it('serves the console on /console only, with its CSP, immutable hashed assets and precompressed bodies', async () => {
@@ -186,7 +198,7 @@ describe('operator console', () => {
   });
 
   it('is not served with console.enabled false', async () => {
-    const off = await startTestApp({ yaml: `${yaml(primary.url, secondary.url)}\nconsole: { enabled: false }\n` });
+    const off = await startTestApp({ yaml: `${yaml(primary.url, secondary.url, flaky.url)}\nconsole: { enabled: false }\n` });
     try {
       for (const path of ['/console', `/console/${firstLoad()[0]}`]) {
         const r = await fetch(`${off.url}${path}`);
@@ -236,8 +248,6 @@ describe('operator console', () => {
     clean([
       { status: 401, path: '/v1/admin/keys' },
       { status: 403, path: '/v1/admin/keys' },
-      // The overview, where sign-in lands, asks for the providers resource, not served yet.
-      { status: 404, path: '/v1/admin/providers' },
     ]);
   });
 
@@ -365,11 +375,16 @@ describe('operator console', () => {
 
     const share = page.locator('[data-testid=chart-share]');
     expect((await share.getAttribute('data-series'))!.split(',').sort()).toEqual([...perModel.keys()].sort());
-    expect(Number(await share.getAttribute('data-markers'))).toBeGreaterThanOrEqual(1);
+    // Marked: the bucket with the fallbacks, and the flaky provider's breaker opening (from the providers resource).
+    const providers = (await api('GET', '/v1/admin/providers')).body.data as Array<{ id: string; transitions: Array<{ to: string; at: string }> }>;
+    const openings = providers.flatMap((p) => p.transitions.filter((x) => x.to === 'open').map((x) => `${p.id}@${x.at}`));
+    expect(openings).toEqual([expect.stringMatching(/^flaky@/)]);
+    expect(Number(await share.getAttribute('data-markers'))).toBe(totals.filter((p) => p.fallbacks > 0).length + openings.length);
+    expect(await share.locator('.markers li', { hasText: 'flaky breaker opened' }).count()).toBe(1);
     expect(await share.locator('canvas').count()).toBe(1);
     expect(Number(await page.locator('[data-testid=chart-requests]').getAttribute('data-points'))).toBeGreaterThanOrEqual(24);
     await shot('overview');
-    clean([{ status: 404, path: '/v1/admin/providers' }]);
+    clean();
   });
 
   it('shows what routing knows per model, the shared pool beside it', async () => {
@@ -478,6 +493,32 @@ describe('operator console', () => {
     expect(await page.locator('[data-testid=new-key-secret]').count()).toBe(0);
     expect(await page.content()).not.toContain(secret);
 
+    // The key's limits, edited through their dialog (a merge patch: an empty field removes a control).
+    await page.locator(`[data-testid=keys-table] tr[data-key="${id}"] [data-testid=key-limits]`).click();
+    const limits = page.locator('[data-testid=key-limits-dialog]');
+    await limits.locator('input[name=requests_per_minute]').fill('5');
+    await limits.locator('input[name=monthly_budget_usd]').fill('2.5');
+    await page.locator('[data-testid=key-limits-dialog-confirm]').click();
+    await page.locator(`[data-testid=keys-table] tr[data-key="${id}"] td[data-column=limits]`, { hasText: '5 req/min' }).waitFor();
+    expect((await api('GET', `/v1/admin/keys/${id}`)).body.limits).toEqual({ requests_per_minute: 5, monthly_budget_usd: 2.5 });
+    expect(await text(`[data-testid=keys-table] tr[data-key="${id}"] td[data-column=limits]`)).toBe('5 req/min · $2.500/month');
+    // A value the API refuses: its message in the dialog, nothing changed.
+    await page.locator(`[data-testid=keys-table] tr[data-key="${id}"] [data-testid=key-limits]`).click();
+    await page.locator('[data-testid=key-limits-dialog] input[name=tokens_per_minute]').fill('-1');
+    await page.locator('[data-testid=key-limits-dialog-confirm]').click();
+    await page.locator('[data-testid=key-limits-dialog] [data-testid=error][data-status="400"]').waitFor();
+    const refused = await api('PATCH', `/v1/admin/keys/${id}`, { limits: { tokens_per_minute: -1 } });
+    expect(await text('[data-testid=key-limits-dialog] .error-message')).toBe(refused.body.error.message);
+    await page.keyboard.press('Escape');
+    expect((await api('GET', `/v1/admin/keys/${id}`)).body.limits).toEqual({ requests_per_minute: 5, monthly_budget_usd: 2.5 });
+    // The organisation's controls and this month's spend, as the API states them (from gateway.yaml: not editable here).
+    const org = (await api('GET', '/v1/admin/limits')).body;
+    expect(Number(await attr('[data-testid=org-spend]', 'data-value'))).toBe(org.usage.spend_usd);
+    expect(await page.locator('[data-testid=org-limits-edit]').count()).toBe(org.config_managed ? 0 : 1);
+    expect(await text('[data-testid=keys-table] tr[data-key=acme-admin] td[data-column=spend]')).toBe(
+      org.usage.keys['acme-admin'] === undefined ? '$0' : `$${Number(org.usage.keys['acme-admin']).toFixed(6)}`,
+    );
+
     await page.locator(`[data-testid=keys-table] tr[data-key="${id}"] [data-testid=key-revoke]`).click();
     await page.locator('[data-testid=confirm-revoke]').waitFor();
     await page.locator('[data-testid=confirm-revoke-confirm]').click();
@@ -486,21 +527,41 @@ describe('operator console', () => {
     expect((await api('GET', `/v1/admin/keys/${id}`)).body.revoked).toBe(true);
     // Keys from gateway.yaml cannot be revoked here.
     expect(await page.locator('[data-testid=keys-table] tr[data-key=acme-admin] [data-testid=key-revoke]').isDisabled()).toBe(true);
-    clean();
+    clean([{ status: 400, path: `/v1/admin/keys/${id}` }]);
   });
 
-  it('shows the providers page (the API\'s answer as it is)', async () => {
+  it('shows each provider\'s breaker and its transitions, the opening with the failure that caused it', async () => {
     await go('Providers');
-    const r = await api('GET', '/v1/admin/providers');
-    if (r.status === 404) {
-      await page.locator('[data-testid=error][data-status="404"]').waitFor();
-      expect(await text('.error-message')).toBe(r.body.error.message);
-      clean([{ status: 404, path: '/v1/admin/providers' }]);
-    } else {
-      expect(r.status).toBe(200);
-      clean();
-    }
+    await page.locator('[data-testid=providers-table]').waitFor();
+    const providers = (await api('GET', '/v1/admin/providers')).body.data as Array<{
+      id: string;
+      breaker: { state: string };
+      transitions: Array<{ to: string; from: string | null; cause: { error: string; status: number | null } | null }>;
+      traffic: { requests: number; errors: number };
+    }>;
+    const rows = await page.locator('[data-testid=providers-table] tbody tr').evaluateAll((els) =>
+      els.map((e) => ({
+        id: e.getAttribute('data-key'),
+        state: e.querySelector('td[data-column=state]')?.textContent?.trim(),
+        requests: Number(e.querySelector('td[data-column=requests]')?.textContent?.trim()),
+        errors: Number(e.querySelector('td[data-column=errors]')?.textContent?.trim()),
+      })),
+    );
+    expect(rows).toEqual(providers.map((p) => ({ id: p.id, state: p.breaker.state.replace('_', '-'), requests: p.traffic.requests, errors: p.traffic.errors })));
+    // Seeded: the flaky provider was called 5 times and failed 5 times, which opened its breaker.
+    const shown = new Map(rows.map((r) => [r.id, r]));
+    expect([shown.get('flaky')!.requests, shown.get('flaky')!.errors]).toEqual([5, 5]);
+    expect(shown.get('primary')!.errors).toBe(5);
+    const opening = providers.find((p) => p.id === 'flaky')!.transitions.find((x) => x.to === 'open')!;
+    expect(opening.cause).toEqual({ error: expect.any(String), status: 500 });
+    await page.locator('[data-testid=providers-table] tr[data-key=flaky] [data-testid=open-provider]').click();
+    const changes = await page.locator('[data-testid=transitions-table] tbody tr').evaluateAll((els) =>
+      els.map((e) => [e.querySelector('td[data-column=provider]')?.textContent?.trim(), e.querySelector('td[data-column=cause]')?.textContent?.trim()]),
+    );
+    expect(changes.length).toBe(providers.find((p) => p.id === 'flaky')!.transitions.length);
+    expect(changes).toContainEqual(['flaky', `${opening.cause!.error} 500`]);
     await shot('providers');
+    clean();
   });
 
   it('is readable on a 390-px-wide phone: no page wider than the screen', async () => {
@@ -518,7 +579,7 @@ describe('operator console', () => {
       await phone.page.goto(`${t.url}/console/#/overview`);
       await phone.page.locator('[data-testid=totals]').waitFor();
       await shot('overview-phone', phone.page);
-      expect(unexpected(phone.problems, [{ status: 404, path: '/v1/admin/providers' }])).toEqual([]);
+      expect(unexpected(phone.problems)).toEqual([]);
     } finally {
       await phone.context.close();
     }

@@ -98,7 +98,7 @@ export interface AdminKey {
   last_used_at: string | null;
   revoked: boolean;
   revoked_at: string | null;
-  limits: Record<string, unknown> | null;
+  limits: Limits | null;
 }
 
 export interface KeyAudit {
@@ -204,4 +204,44 @@ export interface TraceDetail extends TraceSummary {
   candidates: Array<Pair & { score: number | null }>;
   filtered: Array<Pair & { reason: string }>;
   failed_attempts: Array<Pair & { error: string; status: number | null }>;
+}
+
+export interface BreakerTransition {
+  at: string;
+  from: string | null;
+  to: string;
+  cause: { error: string; status: number | null } | null;
+  open_until: string | null;
+  openings: number;
+  replica: string;
+}
+
+export interface AdminProvider {
+  id: string;
+  family: string;
+  breaker: { state: string; open_until: string | null; consecutive_failures: number };
+  transitions: BreakerTransition[];
+  traffic: { requests: number; errors: number; error_rate: number | null };
+}
+
+export interface AdminProvidersPage {
+  data: AdminProvider[];
+  next_cursor: string | null;
+  window: { from: string; to: string };
+}
+
+/** A key's or an organisation's controls (README "Limits"); a key's may also expire. */
+export interface Limits {
+  requests_per_minute?: number;
+  tokens_per_minute?: number;
+  monthly_budget_usd?: number;
+  models?: string[];
+  expires_at?: string;
+}
+
+export interface OrgLimits {
+  organization: string;
+  config_managed: boolean;
+  limits: Limits | null;
+  usage: { month: string; reset_at: string; spend_usd: number; keys: Record<string, number> };
 }

@@ -1,31 +1,30 @@
 import { useMemo, useState } from 'preact/hooks';
 import { api, type Page } from '../api';
-import { usePagedList } from '../hooks';
-import type { AdminKey, KeyAudit } from '../types';
+import { fmtUsd } from '../format';
+import { useAsync, usePagedList, type Async } from '../hooks';
+import type { AdminKey, KeyAudit, OrgLimits } from '../types';
 import { ConfirmDialog } from '../ui/Dialog';
+import { LimitsDialog, LimitsFacts, limitsText } from '../ui/LimitsEditor';
 import { ListFooter } from '../ui/ListFooter';
-import { ErrorBox } from '../ui/states';
+import { ErrorBox, Loaded } from '../ui/states';
 import { Table, type Column } from '../ui/Table';
 import { Time } from '../ui/Time';
 
 const PERMISSIONS = ['read', 'write', 'admin'] as const;
 
-function limitsText(limits: Record<string, unknown> | null): string {
-  if (limits === null) return 'gateway defaults';
-  const entries = Object.entries(limits);
-  return entries.length ? entries.map(([k, v]) => `${k}: ${v === null ? 'unlimited' : typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join(', ') : 'gateway defaults';
-}
-
 /**
- * Keys of the signed-in organisation (docs/api.md "Admin API", keys): never a secret except the
- * new key's, once, right after it is created. Limits are shown as the API returns them; the API
- * offers no way to edit them.
+ * Keys of the signed-in organisation (docs/api.md "Admin API", keys and limits): never a secret
+ * except the new key's, once, right after it is created. Each key's controls and the
+ * organisation's, with this month's spend, as the API returns them; edited through its PATCH
+ * routes (keys and organisations from gateway.yaml change only there).
  */
 export function Keys() {
   const [revoked, setRevoked] = useState('');
   const [created, setCreated] = useState<(AdminKey & { key: string }) | null>(null);
   const [revoking, setRevoking] = useState<AdminKey | null>(null);
   const [auditOf, setAuditOf] = useState<string | null>(null);
+  const [limitsOf, setLimitsOf] = useState<AdminKey | null>(null);
+  const org = useAsync((signal) => api<OrgLimits>('GET', '/v1/admin/limits', { signal }), []);
   const list = usePagedList<AdminKey>((cursor, signal) => api<Page<AdminKey>>('GET', '/v1/admin/keys', { query: { revoked, cursor }, signal }), [revoked]);
   const columns = useMemo<Column<AdminKey>[]>(
     () => [
@@ -33,8 +32,8 @@ export function Keys() {
       { id: 'prefix', label: 'Starts with', sort: (k) => k.prefix, render: (k) => <code>{k.prefix}…</code> },
       { id: 'permissions', label: 'Permissions', sort: (k) => k.permissions.join(','), render: (k) => k.permissions.join(', ') },
       { id: 'source', label: 'Source', sort: (k) => k.source, render: (k) => (k.config_managed ? 'gateway.yaml' : k.source) },
-      { id: 'created', label: 'Created', sort: (k) => k.created_at, render: (k) => <Time iso={k.created_at} /> },
-      { id: 'last_used', label: 'Last used', sort: (k) => k.last_used_at, render: (k) => <Time iso={k.last_used_at} /> },
+      { id: 'created', label: 'Created', sort: (k) => k.created_at, render: (k) => <Time iso={k.created_at} short /> },
+      { id: 'last_used', label: 'Last used', sort: (k) => k.last_used_at, render: (k) => <Time iso={k.last_used_at} short /> },
       {
         id: 'state',
         label: 'State',
@@ -48,7 +47,14 @@ export function Keys() {
             <span class="badge status-active">active</span>
           ),
       },
-      { id: 'limits', label: 'Limits and budgets', render: (k) => limitsText(k.limits) },
+      { id: 'limits', label: 'Limits and budgets', sort: (k) => limitsText(k.limits), render: (k) => limitsText(k.limits) },
+      {
+        id: 'spend',
+        label: 'Spend this month',
+        numeric: true,
+        sort: (k) => org.data?.usage.keys[k.id] ?? 0,
+        render: (k) => (org.data ? fmtUsd(org.data.usage.keys[k.id] ?? 0) : '…'),
+      },
       {
         id: 'actions',
         label: 'Actions',
@@ -56,6 +62,15 @@ export function Keys() {
           <span class="actions-cell">
             <button type="button" onClick={() => setAuditOf(k.id)} data-testid="key-audit">
               Audit
+            </button>
+            <button
+              type="button"
+              disabled={k.revoked || k.config_managed}
+              title={k.config_managed ? 'Keys from gateway.yaml change only there' : undefined}
+              onClick={() => setLimitsOf(k)}
+              data-testid="key-limits"
+            >
+              Limits…
             </button>
             <button
               type="button"
@@ -71,11 +86,12 @@ export function Keys() {
         ),
       },
     ],
-    [],
+    [org.data],
   );
   return (
     <>
       <h1>API keys</h1>
+      <OrgLimitsCard state={org} />
       <CreateKey
         onCreated={(k) => {
           setCreated(k);
@@ -99,6 +115,22 @@ export function Keys() {
         <ListFooter list={list} what="keys" />
       </section>
       {auditOf ? <Audit id={auditOf} onClose={() => setAuditOf(null)} /> : null}
+      {limitsOf ? (
+        <LimitsDialog
+          key={limitsOf.id}
+          open
+          title={`Limits of key ${limitsOf.id}`}
+          current={limitsOf.limits}
+          withExpiry
+          testId="key-limits-dialog"
+          onClose={() => setLimitsOf(null)}
+          onSave={async (patch) => {
+            await api<AdminKey>('PATCH', `/v1/admin/keys/${encodeURIComponent(limitsOf.id)}`, { body: { limits: patch } });
+            setLimitsOf(null);
+            list.reload();
+          }}
+        />
+      ) : null}
       <RevokeDialog
         k={revoking}
         onClose={() => setRevoking(null)}
@@ -252,6 +284,51 @@ function Audit({ id, onClose }: { id: string; onClose: () => void }) {
         />
       ) : null}
       <ListFooter list={list} what="audit rows" />
+    </section>
+  );
+}
+
+/** The organisation's controls and this month's spend (docs/api.md "Admin API", limits). */
+function OrgLimitsCard({ state }: { state: Async<OrgLimits> }) {
+  const [editing, setEditing] = useState(false);
+  return (
+    <section class="card" aria-labelledby="org-limits" data-testid="org-limits">
+      <div class="section-head">
+        <h2 id="org-limits">Organisation limits and budgets</h2>
+        {state.data && !state.data.config_managed ? (
+          <button type="button" onClick={() => setEditing(true)} data-testid="org-limits-edit">
+            Edit…
+          </button>
+        ) : null}
+      </div>
+      <Loaded state={state} what="Loading limits">
+        {(o) => (
+          <>
+            <LimitsFacts limits={o.limits} />
+            <p data-testid="org-spend" data-value={o.usage.spend_usd}>
+              Spent in {o.usage.month}: <strong>{fmtUsd(o.usage.spend_usd)}</strong>
+              {o.limits?.monthly_budget_usd !== undefined ? ` of ${fmtUsd(o.limits.monthly_budget_usd)}` : ''}; the budgets start again{' '}
+              <Time iso={o.usage.reset_at} />.
+            </p>
+            {o.config_managed ? <p class="muted small">These come from gateway.yaml and change only there.</p> : null}
+            {editing ? (
+              <LimitsDialog
+                open
+                title="Organisation limits"
+                current={o.limits}
+                withExpiry={false}
+                testId="org-limits-dialog"
+                onClose={() => setEditing(false)}
+                onSave={async (patch) => {
+                  await api<OrgLimits>('PATCH', '/v1/admin/limits', { body: { limits: patch } });
+                  setEditing(false);
+                  state.reload();
+                }}
+              />
+            ) : null}
+          </>
+        )}
+      </Loaded>
     </section>
   );
 }

@@ -67,7 +67,7 @@ export function Overview() {
         usage(q, signal),
         usage({ ...q, group_by: 'model' }, signal),
         // The breaker markers are extra: their absence must not hide the traffic.
-        loadProviders(signal).catch((e: unknown) => {
+        loadProviders(signal, { from, to }).catch((e: unknown) => {
           if (e instanceof ApiError) return e;
           throw e;
         }),
