@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { setUnauthorizedListener } from './api';
 import { Experiments } from './pages/Experiments';
 import { Explain } from './pages/Explain';
@@ -31,9 +31,13 @@ export function App() {
       setSignedIn(false);
     });
   }, []);
+  const firstPage = useRef(true);
   useEffect(() => {
     const title = PAGES.find((p) => p.id === page)?.title ?? '';
     document.title = `${title} · Gateway console`;
+    // After a page change, keyboard and screen-reader users continue at the new page's content.
+    if (firstPage.current) firstPage.current = false;
+    else document.getElementById('main')?.focus();
   }, [page]);
   if (!signedIn) {
     return (

@@ -3,6 +3,7 @@ import { AdminExperimentsModule } from './experiments/admin-experiments.module';
 import { AdminKeysModule } from './keys/admin-keys.module';
 import { AdminLimitsModule } from './limits/admin-limits.module';
 import { AdminModelsModule } from './models/admin-models.module';
+import { AdminProvidersModule } from './providers/admin-providers.module';
 import { AdminTracesModule } from './traces/admin-traces.module';
 import { AdminUsageModule } from './usage/admin-usage.module';
 
@@ -10,5 +11,5 @@ import { AdminUsageModule } from './usage/admin-usage.module';
  * The operators' REST API under /v1/admin (docs/api.md "Admin API"): one sub-module per resource,
  * every route behind the `admin` permission and scoped to the caller's organisation.
  */
-@Module({ imports: [AdminKeysModule, AdminExperimentsModule, AdminModelsModule, AdminUsageModule, AdminTracesModule, AdminLimitsModule] })
+@Module({ imports: [AdminKeysModule, AdminExperimentsModule, AdminModelsModule, AdminUsageModule, AdminTracesModule, AdminLimitsModule, AdminProvidersModule] })
 export class AdminModule {}

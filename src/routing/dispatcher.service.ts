@@ -220,7 +220,7 @@ export class DispatcherService {
           call?.failed(upstreamErrorType(err));
           throw new DispatchError(failed, attempts, 'upstream_invalid_request', `The upstream provider rejected the request (status ${err.status}).`, { cause: err });
         }
-        void this.breakers.record(ref.provider, false, permit === 'probe');
+        void this.breakers.record(ref.provider, false, permit === 'probe', { error: err.kind, status: err.status ?? null });
         this.attemptsTotal.inc({ provider: ref.provider, outcome: err.kind });
         call?.failed(upstreamErrorType(err));
         failed.push({ provider: ref.provider, model: ref.model, error: err.kind, status: err.status ?? null });

@@ -10,8 +10,10 @@ import { BreakerDecision, BreakerOp, BreakerParams, BreakerPermit, BreakerState,
 import { stripUndefined } from '../../common/options';
 import { SharedOrLocalCache } from '../shared-or-local-cache';
 import { StoreFallback } from '../store-fallback';
+import { BreakerCause, BreakerTransition, BreakerTransitions, DEFAULT_TRANSITIONS } from './breaker-transitions';
 
 export type { BreakerPermit, BreakerState } from '../../stores/cache/cache-store';
+export type { BreakerCause, BreakerTransition } from './breaker-transitions';
 
 export interface ProviderBreakerState {
   state: BreakerState;
@@ -101,6 +103,8 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   private readonly steppedSinceRead = new Set<string>();
   private readonly beat = new Periodic(() => this.readShared());
   private stopped = false;
+  /** The changes this replica's own steps made (the Admin API shows them). */
+  private readonly transitions: BreakerTransitions;
 
   constructor(
     shared: CacheStore,
@@ -116,6 +120,7 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
     this.log = logger.pino;
     this.fallback = fallback.withLogInterval(this.o.logIntervalMs);
     this.store = new SharedOrLocalCache(shared, this.fallback, { now: this.now, maxEntries: 10_000 });
+    this.transitions = new BreakerTransitions(this.store, { ...DEFAULT_TRANSITIONS, now: this.now });
     this.stateGauge = new Gauge({
       name: 'gateway_circuit_breaker_state',
       help: 'Circuit breaker state per provider as last seen by this replica: 0 closed, 1 half-open, 2 open',
@@ -144,10 +149,19 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
     return d?.permit ?? 'allow';
   }
 
-  /** Report the attempt's outcome; `probe` = the permit was 'probe'. Only failures that are fallback triggers count (the caller decides). */
-  async record(providerId: string, ok: boolean, probe: boolean): Promise<void> {
+  /**
+   * Report the attempt's outcome; `probe` = the permit was 'probe'. Only failures that are fallback
+   * triggers count (the caller decides). `cause`: the failure (kind and status), kept with the
+   * transition when this report opens the breaker.
+   */
+  async record(providerId: string, ok: boolean, probe: boolean, cause?: BreakerCause): Promise<void> {
     const op: BreakerOp = probe ? (ok ? 'probe_success' : 'probe_failure') : ok ? 'success' : 'failure';
-    await this.step(providerId, op);
+    await this.step(providerId, op, ok ? undefined : cause);
+  }
+
+  /** The provider's recent transitions, newest first (see BreakerTransitions for what each replica sees). */
+  recentTransitions(providerId: string, limit: number): Promise<BreakerTransition[]> {
+    return this.transitions.recent(providerId, limit);
   }
 
   /**
@@ -220,7 +234,7 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   }
 
   /** One step on the shared breaker, else on the local one; undefined when neither answered. */
-  private async step(providerId: string, op: BreakerOp): Promise<BreakerDecision | undefined> {
+  private async step(providerId: string, op: BreakerOp, cause?: BreakerCause): Promise<BreakerDecision | undefined> {
     const key = breakerKey(providerId);
     let d = await this.store.tryShared((s) => s.breaker(key, op, this.params()), CACHE_TOPIC, { fallback: 'local breaker' });
     if (!d) {
@@ -232,9 +246,29 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
         return undefined;
       }
     }
+    this.noteTransition(providerId, op, d, cause);
     this.observe(providerId, d);
     this.steppedSinceRead.add(providerId);
     return d;
+  }
+
+  /**
+   * The changes this replica's own step made: an opening (with the failure that caused it), the
+   * half-open probe it took, the probe's success that closed the breaker.
+   */
+  private noteTransition(providerId: string, op: BreakerOp, d: BreakerDecision, cause: BreakerCause | undefined): void {
+    const to: BreakerState | null = d.opened ? 'open' : op === 'acquire' && d.permit === 'probe' ? 'half_open' : op === 'probe_success' && d.state === 'closed' ? 'closed' : null;
+    if (to === null) return;
+    // Each change has one state it comes from: a failed probe re-opens a half-open breaker.
+    const from: BreakerState = to === 'open' ? (op === 'probe_failure' ? 'half_open' : 'closed') : to === 'half_open' ? 'open' : 'half_open';
+    this.transitions.note({
+      provider: providerId,
+      to,
+      from,
+      cause: to === 'open' && cause ? { error: cause.error, status: cause.status } : null,
+      openUntil: d.openUntil === null ? null : new Date(d.openUntil).toISOString(),
+      openings: d.openings,
+    });
   }
 
   private params(): BreakerParams {
