@@ -9,6 +9,8 @@ import { OtlpReceiver } from './support/otlp-receiver';
  * Asserted by counts, not timings. And shutdown exports what is still queued.
  */
 const REQUESTS = 120;
+/** Each test starts its own gateway (migrations included), which takes seconds on a busy machine. */
+const TEST_MS = 90_000;
 const QUEUE = 16;
 /** The mock provider's chat: one server span and one upstream-call span per request. */
 const SPANS_PER_REQUEST = 2;
@@ -73,7 +75,7 @@ it('dead collector (port closed): every request served; every span accounted for
   } finally {
     await t.close();
   }
-});
+}, TEST_MS);
 
 it('frozen collector (accepts, never answers): every request served; one export in flight, the queue bounded, the rest dropped and counted', async () => {
   const frozen = await new OtlpReceiver().start('frozen');
@@ -94,7 +96,7 @@ it('frozen collector (accepts, never answers): every request served; one export 
     await t.close();
     await frozen.stop();
   }
-});
+}, TEST_MS);
 
 it('shutdown exports the spans still queued (within the drain bound)', async () => {
   const receiver = await new OtlpReceiver().start();
@@ -110,4 +112,4 @@ it('shutdown exports the spans still queued (within the drain bound)', async () 
   expect(receiver.spans.filter((s) => s.kind === 2)).toHaveLength(3);
   expect(receiver.spans).toHaveLength(3 * SPANS_PER_REQUEST);
   await receiver.stop();
-});
+}, TEST_MS);

@@ -48,7 +48,7 @@ beforeAll(async () => {
     yaml: yaml(),
     env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '20', OTEL_SERVICE_NAME: 'gateway-e2e', OTEL_EXPORTER_OTLP_HEADERS: 'x-collector-token=tok%3Dabc' },
   });
-});
+}, 90_000);
 afterEach(() => fakes.forEach((f) => f.reset()));
 afterAll(async () => {
   await t?.close();
@@ -285,7 +285,7 @@ describe('tracing off', () => {
   let off: TestApp;
   beforeAll(async () => {
     off = await startTestApp({ yaml: yaml() });
-  });
+  }, 90_000);
   afterAll(async () => off?.close());
 
   it("passes the client's traceparent and tracestate to the upstream unchanged; a malformed one is not passed on", async () => {
