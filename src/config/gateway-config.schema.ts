@@ -242,6 +242,22 @@ const routing = obj({
     { decay_samples: withDefault(num({ min: 1, max: 1_000_000_000 }), 35), floor: withDefault(num({ min: 0.01, max: 1 }), 0.3) },
     'routing.exploration',
   ),
+  // Starved candidates re-tried (README "Routing that learns"; learned-score.ts retryPick): a
+  // feedback_driven candidate that served none of the organisation's last after_requests requests, or
+  // none for after_seconds, is put first for a `share` of the route's requests (drawn from the request
+  // id), so a model that improved while routing ignored it is seen again; one whose re-tried answers
+  // ran steadily above its record (a rise on its way to the change detector's alarm) for a
+  // `rising_share`. The shares bound what re-tries cost.
+  retry_starved: section(
+    {
+      enabled: withDefault(bool(), true),
+      after_requests: withDefault(int({ min: 1, max: 1_000_000_000 }), 1000),
+      after_seconds: withDefault(num({ min: 1, max: 365 * 86_400 }), 86_400),
+      share: withDefault(num({ min: 0, max: 0.5 }), 0.02),
+      rising_share: withDefault(num({ min: 0, max: 0.5 }), 0.1),
+    },
+    'routing.retry_starved',
+  ),
   regressions: section(
     {
       margin: withDefault(unit(), 0.1),

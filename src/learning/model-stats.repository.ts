@@ -207,15 +207,21 @@ const REWRITE = `
 /*
  * The table, with what the change detector knows of each pair (drift/drift.repository.ts): its latest
  * change point, when it last served a request and how many of its organisation's requests came
- * after, and how far its outcome test's rise statistic is towards an alarm (DRIFT_CUSUM.h).
+ * after, and how far its outcome test's rise statistic is towards an alarm ($1 = DRIFT_CUSUM.h) when
+ * its excursion rose steadily, by at least $2 per sample (else 0: an excursion that wanders up by
+ * chance, as a stationary one often does, is no reason to follow a model up).
  */
+/** The rise statistic's mean increase per sample of its excursion that makes it steady (a sample at ≥ 1σ above the reference adds ≥ 0.75). */
+export const RISE_STEADY = 0.75;
+
 const LOAD = `
   SELECT m.org_id, m.provider, m.model, m.n, m.requests, m.outcome_mean, m.outcome_var, m.score_mean, m.score_var, m.useful_rate, m.useful_var,
          m.success_rate, m.latency_p50_ms, m.latency_p90_ms, m.latency_p99_ms, m.cost_mean_usd,
          m.nps_detractors, m.nps_passives, m.nps_promoters, m.computed_at,
          e.since AS change_since, e.direction AS change_direction, e.detected_at AS change_detected_at,
          a.last_sample_at AS served_at, (o.requests - a.org_requests_at)::text AS requests_since,
-         ((d.state -> 'up' ->> 's')::float8 / $1::float8) AS rise_evidence
+         CASE WHEN (d.state -> 'up' ->> 's')::float8 >= $2::float8 * (d.state -> 'up' ->> 'n')::float8
+              THEN (d.state -> 'up' ->> 's')::float8 / $1::float8 ELSE 0 END AS rise_evidence
   FROM model_stats m
   LEFT JOIN LATERAL (
     SELECT since, direction, detected_at FROM learning_epochs x
@@ -337,7 +343,7 @@ export class ModelStatsRepository {
   }
 
   async loadAll(): Promise<ModelStats[]> {
-    const { rows } = await this.sql.query<ModelStatsRow>(LOAD, [DRIFT_CUSUM.h]);
+    const { rows } = await this.sql.query<ModelStatsRow>(LOAD, [DRIFT_CUSUM.h, RISE_STEADY]);
     return rows.map(toRecord);
   }
 }

@@ -42,6 +42,10 @@ export interface TextFacts {
   top2Gap: number | null;
   explorationRate: number;
   phase: Phase | null;
+  /** The change the detector found for the would-be selection (ISO `since`, rounded); null when none. */
+  change?: { direction: 'drop' | 'rise'; since: string } | null;
+  /** The would-be selection is a re-try of a starved or rising candidate; null when not. */
+  retry?: 'starved' | 'rising' | null;
 }
 
 /** Formatted values for one locale. */
@@ -165,6 +169,38 @@ export function capText(text: string, max = MAX_TEXT_CHARS): string {
   return chars.length <= max ? text : `${chars.slice(0, max - 1).join('')}…`;
 }
 
+/*
+ * Sentences added after the template's text (the template ids stay the contract's closed enum): a
+ * re-try of a starved or rising candidate, and a change the detector found for the selection.
+ */
+const RETRY: Record<Locale, Record<'starved' | 'rising', (v: View) => string>> = {
+  en: {
+    starved: (v) => `This pick is a re-try: ${v.target} had been starved of traffic, and a small bounded share of requests goes back to such a model so an improvement can be seen.`,
+    rising: (v) => `This pick is a re-try: the latest feedback for ${v.target} runs above its record, and a small bounded share of requests follows that up to confirm a rise.`,
+  },
+  pt: {
+    starved: (v) => `Esta escolha é uma nova tentativa: ${v.target} estava sem tráfego, e uma pequena fração limitada das requisições volta a um modelo assim para que uma melhora possa ser vista.`,
+    rising: (v) => `Esta escolha é uma nova tentativa: o feedback recente de ${v.target} está acima do seu histórico, e uma pequena fração limitada das requisições acompanha isso para confirmar uma melhora.`,
+  },
+};
+const CHANGE: Record<Locale, Record<'drop' | 'rise', (v: View, since: string) => string>> = {
+  en: {
+    drop: (v, since) => `A change was detected: the quality of ${v.target} dropped around ${since}, so its statistics restart from that point.`,
+    rise: (v, since) => `A change was detected: the quality of ${v.target} rose around ${since}, so its statistics restart from that point.`,
+  },
+  pt: {
+    drop: (v, since) => `Uma mudança foi detectada: a qualidade de ${v.target} caiu por volta de ${since}, então suas estatísticas recomeçam a partir desse ponto.`,
+    rise: (v, since) => `Uma mudança foi detectada: a qualidade de ${v.target} subiu por volta de ${since}, então suas estatísticas recomeçam a partir desse ponto.`,
+  },
+};
+
+/** An ISO time as `YYYY-MM-DD HH:MM UTC` (the same in both locales: ids and numbers only). */
+const utcMinute = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
+
 export function renderExplanation(id: TemplateId, facts: TextFacts, locale: Locale): string {
-  return capText(TEXTS[id][locale](view(facts, locale)));
+  const v = view(facts, locale);
+  const parts = [TEXTS[id][locale](v)];
+  if (facts.retry) parts.push(RETRY[locale][facts.retry](v));
+  if (facts.change) parts.push(CHANGE[locale][facts.change.direction](v, utcMinute(facts.change.since)));
+  return capText(parts.join(' '));
 }

@@ -265,3 +265,36 @@ describe('explanation templates', () => {
     }
   });
 });
+
+describe('a detected change and a re-try (README "Drift: change detection")', () => {
+  const change = { direction: 'drop' as const, since: '2026-03-04T09:41:10.000Z', detectedAt: '2026-03-04T10:12:00.000Z' };
+
+  it('evidence carries the change, rounded to 5 minutes, and the text says it in en and pt; nothing is added without one', () => {
+    const d = routed({ evidence: { ...evidence, lastChange: change } });
+    const en = toExplainJson(d, 'en');
+    const pt = toExplainJson(d, 'pt');
+    expect(en.evidence!.last_change).toEqual({ direction: 'drop', since: '2026-03-04T09:40:00.000Z', detected_at: '2026-03-04T10:10:00.000Z' });
+    expect(en.explanation.template_id).toBe('feedback_driven_high_confidence');
+    expect(en.explanation.text).toContain('A change was detected: the quality of openai/gpt-4o-mini dropped around 2026-03-04 09:40 UTC');
+    expect(pt.explanation.text).toContain('Uma mudança foi detectada: a qualidade de openai/gpt-4o-mini caiu por volta de 2026-03-04 09:40 UTC');
+    const rise = toExplainJson(routed({ evidence: { ...evidence, lastChange: { ...change, direction: 'rise' } } }), 'pt');
+    expect(rise.explanation.text).toContain('subiu por volta de');
+    const plain = toExplainJson(routed(), 'en');
+    expect(Object.keys(plain.evidence!)).toEqual(['samples', 'top2_score_gap', 'outcome_variance', 'recent_regressions', 'last_regression_at']);
+    expect(plain.explanation.text).not.toContain('change');
+  });
+
+  it('a re-try of a starved or rising model: evidence.retry and a sentence in en and pt, within the 600-character cap', () => {
+    for (const retry of ['starved', 'rising'] as const) {
+      const d = routed({ evidence: { ...evidence, retry, lastChange: change } });
+      const en = toExplainJson(d, 'en');
+      const pt = toExplainJson(d, 'pt');
+      expect(en.evidence!.retry).toBe(retry);
+      expect(en.explanation.text).toContain('This pick is a re-try');
+      expect(pt.explanation.text).toContain('Esta escolha é uma nova tentativa');
+      for (const j of [en, pt]) expect(Array.from(j.explanation.text).length).toBeLessThanOrEqual(MAX_TEXT_CHARS);
+      expect({ ...pt, explanation: null }).toEqual({ ...en, explanation: null });
+    }
+    expect(toExplainJson(routed({ evidence: { ...evidence, retry: 'starved' } }), 'en').explanation.text).toContain('had been starved of traffic');
+  });
+});

@@ -14,6 +14,13 @@ export interface EvidenceJson {
   outcome_variance: number;
   recent_regressions: RecentRegressionsJson;
   last_regression_at: string | null;
+  /**
+   * Ours, beside the contract's fields (docs/api.md "POST /v1/routing/explain"): the latest change the
+   * change detector found for the winner in the last 7 days; present only when there is one.
+   */
+  last_change?: { direction: 'drop' | 'rise'; since: string; detected_at: string };
+  /** Ours: present only when the pick is a re-try (`starved` or `rising`, routing.retry_starved). */
+  retry?: 'starved' | 'rising';
 }
 
 /** Contract "Explain response": one place decides the field names. */
@@ -73,7 +80,7 @@ function evidenceJson(insight: RoutingInsight): EvidenceJson | null {
   const e: RoutingEvidence | null = insight.routerInvoked ? insight.evidence : null;
   if (e === null) return null;
   const r = e.recentRegressions;
-  return {
+  const json: EvidenceJson = {
     samples: Math.max(0, Math.floor(finite(e.samples))),
     top2_score_gap: finite(e.top2ScoreGap),
     outcome_variance: finite(e.outcomeVariance),
@@ -81,6 +88,13 @@ function evidenceJson(insight: RoutingInsight): EvidenceJson | null {
     recent_regressions: r.kind === 'exact' ? bucketRegressions(r.exact) : { kind: 'at_least', at_least: r.at_least >= 50 ? 50 : 10 },
     last_regression_at: roundToFiveMinutes(e.lastRegressionAt),
   };
+  // Only when there is something to say, so the contract's shape is unchanged otherwise.
+  const change = e.lastChange;
+  const since = change ? roundToFiveMinutes(change.since) : null;
+  const detectedAt = change ? roundToFiveMinutes(change.detectedAt) : null;
+  if (change && since !== null && detectedAt !== null) json.last_change = { direction: change.direction, since, detected_at: detectedAt };
+  if (e.retry) json.retry = e.retry;
+  return json;
 }
 
 /**
@@ -154,6 +168,8 @@ export function toExplainJson(d: RoutingDecision, locale: Locale): ExplainRespon
       top2Gap: evidence?.top2_score_gap ?? null,
       explorationRate: finite(i.explorationRateEffective),
       phase: i.phase,
+      change: selected && evidence?.last_change ? { direction: evidence.last_change.direction, since: evidence.last_change.since } : null,
+      retry: selected ? (evidence?.retry ?? null) : null,
     },
     locale,
   );

@@ -68,6 +68,13 @@ export interface RoutingEvidence {
   recentRegressions: { kind: 'exact'; exact: number } | { kind: 'at_least'; at_least: 10 | 50 };
   /** ISO 8601, rounded to the nearest 5 minutes; null when none in the 7-day window. */
   lastRegressionAt: string | null;
+  /**
+   * The latest change the change detector found for the selected pair in the 7 days up to now
+   * (README "Drift: change detection"): absent when none. Times ISO 8601.
+   */
+  lastChange?: { direction: 'drop' | 'rise'; since: string; detectedAt: string };
+  /** Set when the pick is a re-try (routing.retry_starved): of a starved candidate, or of one whose rise is being followed up. */
+  retry?: 'starved' | 'rising';
 }
 
 export interface RoutingInsight {

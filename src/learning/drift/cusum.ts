@@ -6,7 +6,9 @@
  * Reference: the mean and population variance of the samples since the detector (re)started, by
  * Welford's recurrence with its count capped at `memory` (past that, an exponential average whose
  * weight is 1/memory: a reference that follows a model's slow drift instead of fixing its first
- * months). Nothing is tested before `warmup` samples: the reference is not known yet.
+ * months). No alarm is raised before the reference holds `warmup` samples (the statistics already
+ * run from the second sample on: a model routing has starved may never collect more, and routing
+ * follows up a rise the statistics show, learned-score.ts retryPick).
  *
  * Each later sample x is standardised against the reference as it stood before it,
  * z = (x − mean)/max(sd, sd_floor), cut to ±z_clamp (a stream of nearly constant values, such as the
@@ -76,6 +78,8 @@ export interface Alarm {
 }
 
 const idle = (): Excursion => ({ s: 0, start: null, n: 0, sum: 0, sumSq: 0 });
+/** A reference of fewer samples has no spread to standardise by. */
+const MIN_REFERENCE = 2;
 
 export function initialState(): CusumState {
   return { n: 0, mean: 0, variance: 0, up: idle(), down: idle(), samples: 0 };
@@ -114,13 +118,18 @@ export function standardise(state: CusumState, x: number, p: CusumParams): numbe
  */
 export function step(state: CusumState, x: number, at: number, p: CusumParams): Alarm | null {
   state.samples += 1;
-  if (state.n < p.warmup) {
+  const warm = state.n >= p.warmup;
+  if (state.n >= MIN_REFERENCE) {
+    const z = standardise(state, x, p);
+    advance(state.up, z - p.k, x, at);
+    advance(state.down, -z - p.k, x, at);
+  }
+  if (!warm) {
+    // Still building the reference: the statistics run (routing follows up a rise already, README
+    // "Routing that learns"), but no alarm is raised on a reference of so few samples.
     learn(state, x, p);
     return null;
   }
-  const z = standardise(state, x, p);
-  advance(state.up, z - p.k, x, at);
-  advance(state.down, -z - p.k, x, at);
   const crossed: Excursion | null = state.down.s > p.h ? state.down : state.up.s > p.h ? state.up : null;
   if (crossed !== null) {
     const direction: Direction = crossed === state.down ? 'drop' : 'rise';

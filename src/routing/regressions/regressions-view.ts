@@ -2,7 +2,12 @@
 export const REGRESSION_WINDOW_MS = 7 * 24 * 3600 * 1000;
 
 /** Why a regression was recorded (docs/architecture.md "Regressions"); detail never carries prompt text. */
-export const REGRESSION_REASONS = ['quality_drop', 'experiment_rolled_back'] as const;
+/**
+ * `quality_drop`: the rolling mean below the long-run one (regression.detector.ts);
+ * `experiment_rolled_back`: a rollback; `change_detected`: the change detector of the learning beat
+ * found a drop (README "Drift: change detection").
+ */
+export const REGRESSION_REASONS = ['quality_drop', 'experiment_rolled_back', 'change_detected'] as const;
 export type RegressionReason = (typeof REGRESSION_REASONS)[number];
 
 /** One row of `regressions`, as routing needs it. */

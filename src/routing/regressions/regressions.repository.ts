@@ -43,7 +43,8 @@ const TRY_LOCK = `SELECT pg_try_advisory_xact_lock(hashtext('routing-gateway:reg
  *   that hour rounded up (rollup_sample_hours by feedback_bucket).
  * A regression is recorded when rolling_mean < long_run_mean − margin ($5), the rolling window has at
  * least $4 samples and so does the part of the long run before it; and not again while a
- * `quality_drop` of the pair is younger than the rolling window (one per episode, not one per beat).
+ * `quality_drop` of the pair, or a drop the change detector recorded (`change_detected`, which already
+ * restarted the pair's window), is younger than the rolling window (one per episode, not one per beat).
  * $2, $3: outcome weights (learning.weights).
  */
 const DETECT_QUALITY_DROPS = `
@@ -77,7 +78,7 @@ const DETECT_QUALITY_DROPS = `
     AND NOT EXISTS (
       SELECT 1 FROM regressions r
       WHERE r.org_id = a.org_id AND r.provider = a.provider AND r.model = a.model
-        AND r.reason = 'quality_drop' AND r.created_at >= win.rolling_start)
+        AND r.reason IN ('quality_drop', 'change_detected') AND r.created_at >= win.rolling_start)
   RETURNING org_id, provider, model, reason, created_at`;
 
 export interface QualityDropParams {

@@ -1,7 +1,7 @@
 import type { TargetRef } from '../../config/gateway-config';
-import { argmax, asCandidate, byScore, drawWinnersUnder, explorationScale } from './learned-score';
+import { argmax, asCandidate, byScore, drawWinnersUnder, explorationScale, retryPick } from './learned-score';
 import { LearnedStrategy } from './learned.strategy';
-import { NormalSampler } from './random';
+import { mulberry32, NormalSampler, seedOf } from './random';
 import type { StrategyContext, StrategyResult } from './strategy';
 
 /**
@@ -16,6 +16,8 @@ import type { StrategyContext, StrategyResult } from './strategy';
  *             of hundreds. The decay follows each candidate's own n, so a starved candidate keeps its
  *             spread and can still win back traffic; the floor bounds the decay.
  *   dry-run   the posterior means (scores), highest first: deterministic.
+ *   re-try    in both modes, for a share of the requests drawn from the request id, a starved or
+ *             rising candidate is put first (retryPick, routing.retry_starved); the insight says so.
  *
  * Insight, in both modes, from K = routing.confidence_draws joint draws seeded by the request id (the
  * same request explains the same way); each draw's standard normals are read twice, with the
@@ -44,14 +46,25 @@ export class FeedbackDrivenStrategy extends LearnedStrategy {
       const theta = a.map((x, i) => x.score + scale[i] * Math.sqrt(x.variance) * sampler.next());
       order = a.map((_, i) => i).sort((i, j) => theta[j] - theta[i] || i - j);
     } else order = byMean;
+    // A starved (or rising) candidate re-tried for a bounded share of the requests, in both modes, so
+    // explain shows what chat would do with the same request id (retryPick).
+    const retry = retryPick(a, order[0], mulberry32(seedOf(`${ctx.input.requestId}\u0000retry`))(), ctx.now, this.params.retry_starved);
+    if (retry) order = [retry.index, ...order.filter((i) => i !== retry.index)];
     const selected = a[order[0]];
 
     return {
       ordered: order.map((i) => asCandidate(a[i])),
-      insight: this.insight(ctx, a, selected, { phase: selected.phase, weights: selected.weights }, (k, random) => {
-        const [posterior, live] = drawWinnersUnder(a, k, random, argmax, [a.map(() => 1), scale]);
-        return { raw: posterior[order[0]] / k, explorationRateEffective: 1 - live[byMean[0]] / k };
-      }),
+      insight: this.insight(
+        ctx,
+        a,
+        selected,
+        { phase: selected.phase, weights: selected.weights },
+        (k, random) => {
+          const [posterior, live] = drawWinnersUnder(a, k, random, argmax, [a.map(() => 1), scale]);
+          return { raw: posterior[order[0]] / k, explorationRateEffective: 1 - live[byMean[0]] / k };
+        },
+        retry?.reason,
+      ),
     };
   }
 }

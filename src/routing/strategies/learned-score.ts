@@ -37,6 +37,12 @@ export interface Assessment extends TargetRef {
   outcomeVariance: number;
   /** Regressions of the pair for the organisation in the last 7 days, newest first. */
   regressions: readonly Date[];
+  /** The latest change point the detector found for the pair, when it was detected in the last 7 days. */
+  change: { since: Date; direction: 'drop' | 'rise'; detectedAt: Date } | null;
+  /** When the pair last served a request, and how many of the organisation's requests came after; null when unknown. */
+  served: { lastAt: Date; requestsSince: number } | null;
+  /** The outcome test's rise statistic over its alarm threshold (0 without one). */
+  riseEvidence: number;
 }
 
 const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
@@ -164,6 +170,9 @@ export class LearnedScorer {
       score: mean - penalty,
       outcomeVariance: own && own.n > 0 ? own.outcomeVar : 0,
       regressions,
+      change: own?.change && now.getTime() - own.change.detectedAt.getTime() <= REGRESSION_WINDOW_MS ? own.change : null,
+      served: own?.served ?? null,
+      riseEvidence: own?.riseEvidence ?? 0,
     };
   }
 
@@ -297,16 +306,78 @@ export function bucketRegressions(n: number): RoutingEvidence['recentRegressions
   return { kind: 'at_least', at_least: n >= 50 ? 50 : 10 };
 }
 
-/** The evidence behind a decision: the selected candidate's samples, variance and regressions, and the top-2 gap. */
-export function evidenceOf(selected: Assessment, all: readonly Assessment[]): RoutingEvidence {
+const roundedIso = (d: Date) => new Date(Math.round(d.getTime() / FIVE_MINUTES_MS) * FIVE_MINUTES_MS).toISOString();
+
+/**
+ * The evidence behind a decision: the selected candidate's samples, variance, regressions and the
+ * change the detector found for it (when one was, in the last 7 days), the top-2 gap, and whether the
+ * pick is a re-try of a starved or rising candidate.
+ */
+export function evidenceOf(selected: Assessment, all: readonly Assessment[], retry?: RetryReason): RoutingEvidence {
   const order = byScore(all);
   const gap = order.length > 1 ? all[order[0]].score - all[order[1]].score : 0;
   const last = selected.regressions[0];
-  return {
+  const evidence: RoutingEvidence = {
     samples: selected.n,
     top2ScoreGap: gap,
     outcomeVariance: selected.outcomeVariance,
     recentRegressions: bucketRegressions(selected.regressions.length),
-    lastRegressionAt: last ? new Date(Math.round(last.getTime() / FIVE_MINUTES_MS) * FIVE_MINUTES_MS).toISOString() : null,
+    lastRegressionAt: last ? roundedIso(last) : null,
   };
+  if (selected.change) {
+    evidence.lastChange = { direction: selected.change.direction, since: roundedIso(selected.change.since), detectedAt: roundedIso(selected.change.detectedAt) };
+  }
+  if (retry) evidence.retry = retry;
+  return evidence;
+}
+
+export type RetryReason = 'starved' | 'rising';
+
+/**
+ * A steady rise statistic (model-stats.repository.ts LOAD) at least this share of the alarm threshold
+ * is followed up by re-tries: one sample 1.5 standard deviations above the reference reaches it (with
+ * the detector's k = 0.25 and h = 20), which one in fifteen samples of an unchanged model does.
+ */
+export const RISE_FOLLOW_UP = 0.0625;
+
+/**
+ * Starved candidates re-tried (routing.retry_starved; README "Routing that learns"). Thompson
+ * sampling stops serving a candidate whose posterior sits far below the favourite's, and a model that
+ * is never served cannot show that it got better: the exploration floor does not reach it. So a
+ * candidate other than the pick is re-tried when
+ *   starved  it has served before, but none of the organisation's last `after_requests` requests, or
+ *            none for `after_seconds`: for a `share` of the requests;
+ *   rising   its outcome test has a steady rise at least RISE_FOLLOW_UP of the way to an alarm (the
+ *            re-try's answers ran above its record): for a `rising_share` of the requests, so the few
+ *            samples that confirm or dismiss a rise come in tens of sessions rather than thousands;
+ * rising ones first (the highest statistic), then the longest starved. u is a uniform drawn from the
+ * request id, not from the live random source: the draws of every other decision are unchanged, and
+ * explain shows what chat would do for the same id. Returns the candidate to put first, or null.
+ */
+export function retryPick(
+  a: readonly Assessment[],
+  winner: number,
+  u: number,
+  now: Date,
+  p: RouterParams['retry_starved'],
+): { index: number; reason: RetryReason } | null {
+  if (!p.enabled) return null;
+  let rising: { index: number; key: number } | null = null;
+  let starved: { index: number; key: number } | null = null;
+  for (let i = 0; i < a.length; i++) {
+    if (i === winner) continue;
+    const x = a[i];
+    if (x.riseEvidence >= RISE_FOLLOW_UP) {
+      if (!rising || x.riseEvidence > rising.key) rising = { index: i, key: x.riseEvidence };
+      continue;
+    }
+    if (!x.served) continue;
+    const idleSeconds = (now.getTime() - x.served.lastAt.getTime()) / 1000;
+    if (x.served.requestsSince >= p.after_requests || idleSeconds >= p.after_seconds) {
+      if (!starved || x.served.requestsSince > starved.key) starved = { index: i, key: x.served.requestsSince };
+    }
+  }
+  if (rising && u < Math.max(p.share, p.rising_share)) return { index: rising.index, reason: 'rising' };
+  if (starved && u < p.share) return { index: starved.index, reason: 'starved' };
+  return null;
 }

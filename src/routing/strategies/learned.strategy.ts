@@ -1,7 +1,7 @@
 import type { TargetRef } from '../../config/gateway-config';
 import type { StrategyId } from '../../config/gateway-config.schema';
 import type { RoutingInsight } from '../routing.types';
-import { Assessment, capConfidence, evidenceOf, LearnedScorer, RouterParams } from './learned-score';
+import { Assessment, capConfidence, evidenceOf, LearnedScorer, RetryReason, RouterParams } from './learned-score';
 import { mulberry32, seedOf } from './random';
 import { RouterInsight, RoutingStrategy, StrategyContext, StrategyResult, withLazyDraws } from './strategy';
 
@@ -41,7 +41,7 @@ export abstract class LearnedStrategy implements RoutingStrategy {
    * from K = routing.confidence_draws draws seeded by the request id (the same request explains the
    * same way). `shares` is given K and that seeded source; with a single candidate it is not called
    * (confidence 1, exploration 0). `shown` is the selected candidate's phase and weights for
-   * feedback_driven, null for smart_cost (contract).
+   * feedback_driven, null for smart_cost (contract). `retry`: the pick is a re-try (retryPick).
    */
   protected insight(
     ctx: StrategyContext,
@@ -49,10 +49,11 @@ export abstract class LearnedStrategy implements RoutingStrategy {
     selected: Assessment,
     shown: Pick<RoutingInsight, 'phase' | 'weights'>,
     shares: (k: number, random: () => number) => DrawShares,
+    retry?: RetryReason,
   ): RouterInsight {
     const { confidence_draws: k, n_min: nMin, confidence_caps: caps } = this.params;
     return withLazyDraws(
-      { routerInvoked: true, ...shown, usedSharedPoolPrior: selected.priorSource === 'pool', evidence: evidenceOf(selected, all) },
+      { routerInvoked: true, ...shown, usedSharedPoolPrior: selected.priorSource === 'pool', evidence: evidenceOf(selected, all, retry) },
       () => {
         const drawn = all.length > 1 ? shares(k, mulberry32(seedOf(ctx.input.requestId))) : { raw: 1, explorationRateEffective: 0 };
         const orgSamples = this.scorer.orgSamples(ctx.input.caller.orgId);
