@@ -12,10 +12,12 @@ import { serve } from '../serve';
 import { RetentionService } from '../retention/retention.service';
 import { TenancyService } from '../tenancy/tenancy.service';
 import { CliModule } from './cli.module';
+import { addExportCommand } from './export.command';
 import { addPruneCommand } from './prune.command';
 
 /**
- * The `gateway` command (README "CLI"): serve, migrate, config check, organisation/key admin, and prune.
+ * The `gateway` command (README "CLI"): serve, migrate, config check, organisation/key admin, prune, and
+ * export (README "Decisions export").
  * Exit codes: 0 done, 1 failed (one line on stderr, no stack trace), 2 usage error.
  */
 class CliFailure extends Error {}
@@ -116,6 +118,7 @@ export function buildCli(out: (s: string) => void = (s) => process.stdout.write(
       }),
     );
   addPruneCommand(program, out, withContext, (message) => new CliFailure(message));
+  addExportCommand(program, out, (message) => new CliFailure(message));
   return program;
 }
 

@@ -32,6 +32,16 @@ function intVar(env: Record<string, string | undefined>, name: string, fallback:
   return n;
 }
 
+/**
+ * What `gateway export` reads (README "Decisions export"): where the analytics store is and the log
+ * level. It hashes no key, so unlike the server it needs no GATEWAY_KEY_PEPPER beside DATABASE_URL.
+ */
+export function loadStoreEnv(env: Readonly<Record<string, string | undefined>> = process.env): Pick<EnvConfig, 'databaseUrl' | 'dataDir' | 'logLevel'> {
+  const logLevel = (nonEmpty(env.LOG_LEVEL) ?? 'info') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+  return Object.freeze({ databaseUrl: nonEmpty(env.DATABASE_URL), dataDir: nonEmpty(env.GATEWAY_DATA_DIR) ?? '.gateway-data', logLevel });
+}
+
 export function loadEnv(env: Readonly<Record<string, string | undefined>>): EnvConfig {
   const logLevel = (nonEmpty(env.LOG_LEVEL) ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);

@@ -1,0 +1,182 @@
+import { Pool, type PoolClient } from 'pg';
+import Cursor from 'pg-cursor';
+import { isPostgresOutage } from '../stores/sql/pg-sql.store';
+import type { SqlStore } from '../stores/sql/sql-store';
+import { StoreTimeoutError, withTimeout } from '../stores/with-timeout';
+import { ExportRow, KindSchema } from './export-schema';
+
+/**
+ * The analytics store as the export reads it (docs/operations.md "Decisions export"): the snapshot
+ * bound of a step and the step's rows in bounded batches, memory flat whatever the backlog. Postgres
+ * is read through a server-side cursor on a pool of one connection of the export's own, so an export
+ * never takes a connection the request path is waiting for; the embedded store (one process, one
+ * connection) through keyset batches of its SqlStore, each a short query between the gateway's own.
+ */
+export interface ExportSource {
+  readonly kind: 'postgres' | 'pglite';
+  /** X = pg_snapshot_xmin(pg_current_snapshot()): every transaction below it has ended. */
+  xmin(): Promise<bigint>;
+  /** Whether the store has the txid columns the export reads by (its migrations ran). */
+  ready(schema: KindSchema): Promise<boolean>;
+  /** The step's rows after `after`, in (created_at, id) order, in batches of at most `batchRows`. */
+  read(step: StepRead, batchRows: number): AsyncGenerator<ExportRow[]>;
+  close(): Promise<void>;
+}
+
+export interface StepRead {
+  schema: KindSchema;
+  /** Rows with txid in [lo, hi); lo = 0 also takes the rows stamped before txids existed (NULL). */
+  lo: bigint;
+  hi: bigint;
+  /** Rows after this (created_at µs, id) of the step; (0, 0): from its start. */
+  after: { atUs: bigint; id: bigint };
+  orgId?: string;
+  /** Half-open [since, until) on created_at. */
+  since?: Date;
+  until?: Date;
+}
+
+/** The SQL of a step read; `limit` for keyset batches. Identifiers come from the schema constants, values are parameters. */
+export function stepSql(r: StepRead, limit?: number): { sql: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const p = (v: unknown): string => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const where =
+    r.lo === 0n ? [`(txid IS NULL OR txid < ${p(String(r.hi))}::bigint)`] : [`txid >= ${p(String(r.lo))}::bigint`, `txid < ${p(String(r.hi))}::bigint`];
+  if (r.after.atUs !== 0n || r.after.id !== 0n) {
+    where.push(`(created_at, id) > (timestamptz '1970-01-01 00:00:00+00' + ${p(String(r.after.atUs))}::bigint * interval '1 microsecond', ${p(String(r.after.id))}::bigint)`);
+  }
+  if (r.orgId !== undefined) where.push(`org_id = ${p(r.orgId)}`);
+  if (r.since) where.push(`created_at >= ${p(r.since.toISOString())}::timestamptz`);
+  if (r.until) where.push(`created_at < ${p(r.until.toISOString())}::timestamptz`);
+  const cols = r.schema.columns.map((c) => `${c.sql} AS ${c.name}`).join(', ');
+  const sql = `SELECT ${cols} FROM ${r.schema.table} WHERE ${where.join(' AND ')} ORDER BY created_at, id${limit === undefined ? '' : ` LIMIT ${p(limit)}`}`;
+  return { sql, params };
+}
+
+const XMIN = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`;
+const HAS_TXID = `SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'txid'`;
+
+/** A store call that did not answer, or answered that it cannot: wait and try again. */
+export function isStoreOutage(err: unknown): boolean {
+  return err instanceof StoreTimeoutError || isPostgresOutage(err);
+}
+
+export interface PgExportSourceOptions {
+  connectionTimeoutMs?: number;
+  /** How long one batch may take to arrive (the first one waits for the server's sort of the step). */
+  readTimeoutMs?: number;
+  applicationName?: string;
+}
+
+/** Postgres through `pg-cursor` on a pool of one (see ExportSource). */
+export class PgExportSource implements ExportSource {
+  readonly kind = 'postgres' as const;
+  private readonly pool: Pool;
+  private readonly readTimeoutMs: number;
+
+  constructor(url: string, options: PgExportSourceOptions = {}) {
+    this.readTimeoutMs = options.readTimeoutMs ?? 300_000;
+    this.pool = new Pool({
+      connectionString: url,
+      max: 1,
+      connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
+      idleTimeoutMillis: 30_000,
+      // A cursor's statement lasts until it is closed, however slowly its reader takes the rows (a
+      // stdout pipe, an HTTP client): no server-side cap. Each batch has a client-side one instead,
+      // which also covers a server that stopped answering.
+      statement_timeout: 0,
+      idle_in_transaction_session_timeout: 600_000,
+      options: '-c TimeZone=UTC',
+      application_name: options.applicationName ?? 'routing-gateway-export',
+      keepAlive: true,
+    });
+    // A backend killed or a server restarted between two reads: the pool drops the idle client.
+    this.pool.on('error', () => undefined);
+  }
+
+  async xmin(): Promise<bigint> {
+    const { rows } = await withTimeout(this.pool.query<{ xmin: string }>(XMIN), this.readTimeoutMs, 'Postgres');
+    return BigInt(rows[0].xmin);
+  }
+
+  async ready(schema: KindSchema): Promise<boolean> {
+    const { rows } = await withTimeout(this.pool.query<{ n: number }>(HAS_TXID, [schema.table]), this.readTimeoutMs, 'Postgres');
+    return rows[0].n > 0;
+  }
+
+  async *read(step: StepRead, batchRows: number): AsyncGenerator<ExportRow[]> {
+    const client: PoolClient = await this.pool.connect();
+    let broken: Error | undefined;
+    const onError = (err: Error) => (broken ??= err);
+    client.on('error', onError);
+    const { sql, params } = stepSql(step);
+    const cursor = client.query(new Cursor<ExportRow>(sql, params, { rowMode: 'array' }));
+    try {
+      for (;;) {
+        let rows: ExportRow[];
+        try {
+          rows = await withTimeout(cursor.read(batchRows), this.readTimeoutMs, 'Postgres');
+        } catch (err) {
+          broken ??= err as Error;
+          throw err;
+        }
+        if (rows.length === 0) return;
+        yield rows;
+        if (rows.length < batchRows) return;
+      }
+    } finally {
+      if (!broken) await withTimeout(cursor.close(), 10_000, 'Postgres').catch((err: Error) => (broken ??= err));
+      if (!broken) client.off('error', onError);
+      // A broken connection is destroyed rather than pooled.
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/** The embedded store (or any SqlStore) through keyset batches (see ExportSource). */
+export class KeysetExportSource implements ExportSource {
+  readonly kind: 'postgres' | 'pglite';
+
+  constructor(
+    private readonly store: SqlStore,
+    private readonly owned = false,
+  ) {
+    this.kind = store.kind;
+  }
+
+  async xmin(): Promise<bigint> {
+    const { rows } = await this.store.query<{ xmin: string }>(XMIN, []);
+    return BigInt(rows[0].xmin);
+  }
+
+  async ready(schema: KindSchema): Promise<boolean> {
+    const { rows } = await this.store.query<{ n: number }>(HAS_TXID, [schema.table]);
+    return Number(rows[0].n) > 0;
+  }
+
+  async *read(step: StepRead, batchRows: number): AsyncGenerator<ExportRow[]> {
+    let after = step.after;
+    const names = step.schema.columns.map((c) => c.name);
+    for (;;) {
+      const { sql, params } = stepSql({ ...step, after }, batchRows);
+      const { rows } = await this.store.query<Record<string, unknown>>(sql, params);
+      if (rows.length === 0) return;
+      const batch = rows.map((r) => names.map((n) => r[n]));
+      yield batch;
+      if (rows.length < batchRows) return;
+      const last = batch[batch.length - 1];
+      after = { atUs: BigInt(last[2] as string), id: BigInt(last[1] as string) };
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.owned) await this.store.close();
+  }
+}
