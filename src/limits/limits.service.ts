@@ -212,6 +212,11 @@ export class LimitsService implements BeforeApplicationShutdown {
   private readonly lastUsed = new Map<string, number>();
   /** Durable reads of missing counters under way, shared by the requests that wait on them. */
   private readonly seeding = new Map<string, Promise<number>>();
+  /**
+   * Budget charged up front by this replica's requests still in flight, per (org, key or '', month):
+   * spend no durable row holds yet, counted when a budget is seeded or decided in the analytics store.
+   */
+  private readonly reserved = new Map<string, number>();
 
   constructor(
     cache: CacheStore,
@@ -309,6 +314,7 @@ export class LimitsService implements BeforeApplicationShutdown {
     const tokens = known ? used.promptTokens! + (used.completionTokens ?? 0) : ok ? null : 0;
     const micro = used.costUsd !== null ? Math.round(used.costUsd * MICRO) : known || !ok ? 0 : null;
     const month = admission?.month ?? monthOf(this.now());
+    for (const b of admission?.budgets ?? []) if (b.in !== 'analytics') this.reserve(caller.orgId, b.keyId, month.day, -b.amount);
 
     for (const keyId of ['', caller.keyId]) {
       const budget = admission?.budgets.find((b) => b.keyId === keyId);
@@ -563,7 +569,7 @@ export class LimitsService implements BeforeApplicationShutdown {
         if (c.label === 'monthly') this.addPending(plan.caller.orgId, plan.month.day, 1);
       });
       this.allowed(plan);
-      return this.admission(plan, 'shared', d.hit, 'shared');
+      return this.admission(plan, 'shared', d.hit, () => 'shared');
     }
 
     // The cache store is down: windows per replica, counters in the analytics store (else per replica).
@@ -587,8 +593,7 @@ export class LimitsService implements BeforeApplicationShutdown {
       this.deny(plan, { entry: c, retryAfterMs: plan.month.resetAt - plan.now, used: r.used });
     }
     this.allowed(plan);
-    const admission = this.admission(plan, 'local', hit, 'local');
-    return { ...admission, budgets: admission.budgets.map((b) => ({ ...b, in: counted.find((x) => x.counter.key === b.key)?.in ?? 'local' })) };
+    return this.admission(plan, 'local', hit, (c) => counted.find((x) => x.counter === c)!.in);
   }
 
   /**
@@ -643,7 +648,15 @@ export class LimitsService implements BeforeApplicationShutdown {
   private unwritten(plan: Plan, c: PlannedCounter): number {
     if (c.label === 'monthly') return this.pendingOf(plan.caller.orgId, plan.month.day);
     const k = spendKey(plan.caller.orgId, c.keyId, plan.month.day);
-    return Math.max(0, (this.pendingSpend.get(k)?.microUsd ?? 0) + (this.inFlightSpend.get(k)?.microUsd ?? 0));
+    return Math.max(0, (this.pendingSpend.get(k)?.microUsd ?? 0) + (this.inFlightSpend.get(k)?.microUsd ?? 0) + (this.reserved.get(k) ?? 0));
+  }
+
+  private reserve(orgId: string, keyId: string, day: string, microUsd: number): void {
+    if (microUsd === 0) return;
+    const k = spendKey(orgId, keyId, day);
+    const left = (this.reserved.get(k) ?? 0) + microUsd;
+    if (left <= 0) this.reserved.delete(k);
+    else this.reserved.set(k, left);
   }
 
   /** A counter decided without the cache store: check-and-count in the analytics store, else per replica from the last value seen. */
@@ -693,13 +706,16 @@ export class LimitsService implements BeforeApplicationShutdown {
     else this.addPendingSpend(plan.caller.orgId, c.keyId, plan.month.day, -c.amount);
   }
 
-  private admission(plan: Plan, store: 'shared' | 'local', hit: string | null, counted: CountedIn): Admission {
+  /** What the admitted request holds until it settles; its budgets not yet in a durable row are reserved on this replica. */
+  private admission(plan: Plan, store: 'shared' | 'local', hit: string | null, countedIn: (c: PlannedCounter) => CountedIn): Admission {
+    const budgets = plan.counters.filter((c) => c.label === 'budget').map((c) => ({ key: c.key, keyId: c.keyId, amount: c.amount, in: countedIn(c) }));
+    for (const b of budgets) if (b.in !== 'analytics') this.reserve(plan.caller.orgId, b.keyId, plan.month.day, b.amount);
     return {
       month: plan.month,
       store,
       hit,
       tokenWindows: plan.windows.filter((w) => w.label === 'tokens_per_minute').map((w) => ({ key: w.key, cost: w.cost })),
-      budgets: plan.counters.filter((c) => c.label === 'budget').map((c) => ({ key: c.key, keyId: c.keyId, amount: c.amount, in: counted })),
+      budgets,
     };
   }
 
