@@ -1,0 +1,206 @@
+/**
+ * The change detector in the learning beat (README "Drift: change detection"), on PGlite and on a
+ * real Postgres (the same SQL runs on both): a drop flagged after tens of samples, the pair's window
+ * restarting at the change point (the beat and the full recompute agree), a rise restarting it
+ * without a regression, and each sample taken in exactly once whatever replicas, failed beats and
+ * changed answers do.
+ */
+import type { ModelStats } from '../../src/learning/model-stats';
+import { ModelStatsRepository } from '../../src/learning/model-stats.repository';
+import { DRIFT_CUSUM, DriftRepository } from '../../src/learning/drift/drift.repository';
+import { LearningRollups } from '../../src/learning/rollups/learning-rollups';
+import type { SqlExecutor, SqlStore } from '../../src/stores/sql/sql-store';
+import type { AggregationStoreHandle } from './aggregation.contract';
+
+const WEIGHTS = { score: 0.6, useful: 0.4 };
+const BEAT = { windowSeconds: 30 * 86_400, weights: WEIGHTS, drift: { latencyTargetMs: 2000 } };
+
+let seq = 0;
+/** One successful chat trace of `model` for `session`, `ageSeconds` ago, and its answer (now). */
+async function session(sql: SqlExecutor, org: string, id: string, model: string, ageSeconds: number, score: number, useful: boolean): Promise<void> {
+  await sql.query(
+    `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, selected_provider, selected_model, status, latency_ms, created_at)
+     VALUES ($1, $2, 'k', $3, 'chat', 'auto', 'p', $4, 200, 500, now() - $5::float8 * interval '1 second')`,
+    [`req-${seq++}`, org, id, model, ageSeconds],
+  );
+  await answer(sql, org, id, score, useful);
+}
+
+async function answer(sql: SqlExecutor, org: string, id: string, score: number, useful: boolean): Promise<void> {
+  await sql.query(
+    `INSERT INTO feedback (org_id, session_id, score, useful) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (org_id, session_id) DO UPDATE SET score = EXCLUDED.score, useful = EXCLUDED.useful, updated_at = now()`,
+    [org, id, score, useful],
+  );
+}
+
+/** A steady model: scores cycling 8, 9, 10, 9 (always useful), y ≈ .93. */
+const good = (i: number) => [8, 9, 10, 9][i % 4];
+/** After the drop: 2, 3, 4, 3 (never useful), y ≈ .18. */
+const bad = (i: number) => [2, 3, 4, 3][i % 4];
+
+interface Epoch {
+  model: string;
+  direction: string;
+  stream: string;
+  since: Date;
+}
+async function epochs(sql: SqlExecutor): Promise<Epoch[]> {
+  const { rows } = await sql.query<{ model: string; direction: string; stream: string; since: Date | string }>(
+    'SELECT model, direction, stream, since FROM learning_epochs ORDER BY id',
+    [],
+  );
+  return rows.map((r) => ({ ...r, since: new Date(r.since) }));
+}
+
+async function detectorSamples(sql: SqlExecutor, model: string, stream: 'outcome' | 'auto'): Promise<number> {
+  const { rows } = await sql.query<{ samples: number | string }>(
+    `SELECT (state ->> 'samples')::int AS samples FROM drift_detectors WHERE model = $1 AND stream = $2`,
+    [model, stream],
+  );
+  return rows.length ? Number(rows[0].samples) : 0;
+}
+
+const byModel = (rows: ModelStats[], org: string, model: string) => rows.find((r) => r.orgId === org && r.model === model);
+
+export function driftContract(name: string, open: () => Promise<AggregationStoreHandle>): void {
+  describe(`change detection in the learning beat: ${name}`, () => {
+    let h: AggregationStoreHandle;
+    let sql: SqlStore;
+    let repo: ModelStatsRepository;
+    beforeEach(async () => {
+      h = await open();
+      sql = h.store;
+      repo = new ModelStatsRepository(sql);
+    });
+    afterEach(async () => h.cleanup());
+
+    it('flags a drop after tens of samples, records a regression, and restarts the pair window at the change point (beat = full recompute)', async () => {
+      // An hour ago m-a answered well for 60 sessions and m-b alongside; then m-a drops.
+      for (let i = 0; i < 60; i++) {
+        await session(sql, 'acme', `before-${i}`, 'm-a', 3_600 - i, good(i), true);
+        await session(sql, 'acme', `b-${i}`, 'm-b', 3_600 - i, 7, true);
+      }
+      expect(await repo.recompute(BEAT)).toBe('done');
+      expect(await epochs(sql)).toEqual([]);
+      for (let i = 0; i < 60; i++) await session(sql, 'acme', `after-${i}`, 'm-a', 1_800 - i, bad(i), false);
+      await repo.recompute(BEAT);
+
+      const found = await epochs(sql);
+      expect(found.map(({ model, direction, stream }) => ({ model, direction, stream }))).toEqual([{ model: 'm-a', direction: 'drop', stream: 'outcome' }]);
+      const { rows: firstAfter } = await sql.query<{ created_at: Date | string }>(
+        `SELECT created_at FROM decision_traces WHERE session_id = 'after-0'`,
+        [],
+      );
+      // The change point is the drop's first sample, within the microsecond the detector keeps (ms).
+      expect(Math.abs(found[0].since.getTime() - new Date(firstAfter[0].created_at).getTime())).toBeLessThan(1);
+      const alarmed = await detectorSamples(sql, 'm-a', 'outcome');
+      expect(alarmed).toBe(120);
+      const { rows: regressions } = await sql.query<{ model: string; reason: string; detail: { direction: string; samples: number } }>(
+        'SELECT model, reason, detail FROM regressions',
+        [],
+      );
+      expect(regressions).toEqual([{ model: 'm-a', reason: 'change_detected', detail: expect.objectContaining({ direction: 'drop', stream: 'outcome' }) }]);
+      // Detected after tens of samples of the drop.
+      expect(regressions[0].detail.samples).toBeGreaterThanOrEqual(5);
+      expect(regressions[0].detail.samples).toBeLessThanOrEqual(40);
+
+      // The pair's window restarts at the change point: its 60 samples of the drop, the old ones kept but not counted.
+      const beat = await repo.loadAll();
+      expect(byModel(beat, 'acme', 'm-a')).toMatchObject({ n: 60, change: { direction: 'drop', since: found[0].since } });
+      expect(byModel(beat, 'acme', 'm-a')!.outcomeMean).toBeCloseTo(0.6 * 0.3, 9);
+      expect(byModel(beat, 'acme', 'm-b')).toMatchObject({ n: 60, change: null });
+      expect(byModel(beat, '*', 'm-a')).toMatchObject({ n: 60 });
+      const { rows: kept } = await sql.query<{ n: number | string }>(`SELECT sum(n) AS n FROM rollup_sample_hours WHERE model = 'm-a'`, []);
+      expect(Number(kept[0].n)).toBe(120);
+
+      // The full recompute from the raw rows, over the rollups' own window, gives the same table.
+      const { rows: state } = await sql.query<{ window_start: Date | string }>(`SELECT window_start FROM rollup_state WHERE name = 'learning'`, []);
+      await repo.recomputeFromTraces({ windowSeconds: BEAT.windowSeconds, weights: WEIGHTS, windowStart: new Date(state[0].window_start) });
+      const oracle = await repo.loadAll();
+      const figures = (rows: ModelStats[]) =>
+        rows
+          .map((r) => ({ key: `${r.orgId}/${r.model}`, n: r.n, requests: r.requests, mean: r.outcomeMean.toFixed(9), variance: r.outcomeVar.toFixed(9), success: r.successRate }))
+          .sort((a, b) => a.key.localeCompare(b.key));
+      expect(figures(oracle)).toEqual(figures(beat));
+
+      // The restarted pair goes on: another 20 samples of the drop are counted, no new change.
+      for (let i = 0; i < 20; i++) await session(sql, 'acme', `later-${i}`, 'm-a', 60 - i, bad(i), false);
+      await repo.recompute(BEAT);
+      expect(await epochs(sql)).toHaveLength(1);
+      expect(byModel(await repo.loadAll(), 'acme', 'm-a')).toMatchObject({ n: 80 });
+    });
+
+    it('a rise restarts the window too, with no regression; a starved pair shows how many requests went elsewhere', async () => {
+      for (let i = 0; i < 30; i++) await session(sql, 'acme', `low-${i}`, 'm-c', 3_000 - i, bad(i), false);
+      await repo.recompute(BEAT);
+      for (let i = 0; i < 30; i++) await session(sql, 'acme', `high-${i}`, 'm-c', 2_000 - i, good(i), true);
+      await repo.recompute(BEAT);
+      expect((await epochs(sql)).map((e) => [e.model, e.direction])).toEqual([['m-c', 'rise']]);
+      expect((await sql.query('SELECT 1 FROM regressions', [])).rows).toHaveLength(0);
+      const rows = await repo.loadAll();
+      expect(byModel(rows, 'acme', 'm-c')).toMatchObject({ change: { direction: 'rise' }, served: { requestsSince: 0 } });
+      expect(byModel(rows, 'acme', 'm-c')!.n).toBeGreaterThanOrEqual(30 - DRIFT_CUSUM.h);
+
+      // Traffic goes elsewhere: m-c has served none of the organisation's last 25 requests.
+      for (let i = 0; i < 25; i++) await session(sql, 'acme', `other-${i}`, 'm-d', 500 - i, 8, true);
+      await repo.recompute(BEAT);
+      expect(byModel(await repo.loadAll(), 'acme', 'm-c')).toMatchObject({ served: { requestsSince: 25 } });
+    });
+
+    it('takes each sample in exactly once: replicas beating at once, a beat that fails half-way, answers changed later', async () => {
+      const peer = await h.peer();
+      const peerRepo = new ModelStatsRepository(peer);
+      // The detector's first step starts at the rollups' watermark: requests from before it are history, not replayed.
+      await repo.recompute(BEAT);
+      let sessions = 0;
+      let requests = 0;
+      for (let round = 0; round < 4; round++) {
+        for (let i = 0; i < 10; i++) {
+          await session(sql, 'acme', `s-${round}-${i}`, 'm-a', 600 - round * 10 - i, good(i), true);
+          sessions++;
+          requests++;
+        }
+        // A failed request and a failed attempt are requests of the auto stream, never samples.
+        await sql.query(
+          `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, selected_provider, selected_model, status, latency_ms, failed_attempts)
+           VALUES ($1, 'acme', 'k', $2, 'chat', 'auto', 'p', 'm-a', 200, 400, '[{"provider":"p","model":"m-a","error":"status","status":503}]'::jsonb)`,
+          [`req-${seq++}`, `s-${round}-0`],
+        );
+        requests += 2;
+        await Promise.all([repo.recompute(BEAT), peerRepo.recompute(BEAT), repo.recompute(BEAT)]);
+      }
+      expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(sessions);
+      expect(await detectorSamples(sql, 'm-a', 'auto')).toBe(requests);
+
+      // A beat whose transaction fails after the detector's step adds nothing.
+      for (let i = 0; i < 5; i++) await session(sql, 'acme', `cut-${i}`, 'm-a', 100 - i, good(i), true);
+      await expect(
+        sql.transaction(async (tx) => {
+          await new LearningRollups().catchUp(tx, { windowSeconds: BEAT.windowSeconds });
+          await new DriftRepository().step(tx, { weights: WEIGHTS, latencyTargetMs: 2000 });
+          throw new Error('cut off');
+        }),
+      ).rejects.toThrow('cut off');
+      expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(sessions);
+      await repo.recompute(BEAT);
+      expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(sessions + 5);
+      expect(await detectorSamples(sql, 'm-a', 'auto')).toBe(requests + 5);
+
+      // Answers changed later move the statistics, not the detector: a session is one sample, once.
+      for (let i = 0; i < 5; i++) await answer(sql, 'acme', `cut-${i}`, 0, false);
+      await repo.recompute(BEAT);
+      expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(sessions + 5);
+      const { rows } = await sql.query<{ n: number | string }>(`SELECT count(*) AS n FROM rollup_session_pairs WHERE model = 'm-a' AND score = 0`, []);
+      expect(Number(rows[0].n)).toBe(5);
+
+      // A beat without the detector's inputs leaves the new samples waiting; the next one takes them in.
+      for (let i = 0; i < 3; i++) await session(sql, 'acme', `wait-${i}`, 'm-a', 50 - i, good(i), true);
+      await repo.recompute({ windowSeconds: BEAT.windowSeconds, weights: WEIGHTS });
+      expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(sessions + 5);
+      await repo.recompute(BEAT);
+      expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(sessions + 8);
+      expect(await detectorSamples(sql, 'm-a', 'auto')).toBe(requests + 8);
+    });
+  });
+}
