@@ -5,13 +5,16 @@ COPY package.json package-lock.json ./
 RUN npm install --no-audit --no-fund
 COPY tsconfig.json nest-cli.json .swcrc ./
 COPY src ./src
-RUN npx nest build && npm prune --omit=dev
+COPY console ./console
+COPY scripts/build-console.js ./scripts/
+RUN npx nest build && node scripts/build-console.js && npm prune --omit=dev
 
 FROM node:24-slim
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 GATEWAY_DATA_DIR=/data GATEWAY_CONFIG=/app/config/gateway.yaml
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/console/dist ./console/dist
 COPY package.json ./
 COPY config ./config
 RUN mkdir -p /data && chown node:node /data
