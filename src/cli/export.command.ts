@@ -4,6 +4,7 @@ import { createLogger } from '../common/logging/logger';
 import { loadStoreEnv } from '../config/env';
 import { EXPORT_KINDS, ExportKind } from '../export/export-schema';
 import { exportMode, runExport, type ExportCommand } from '../export/export-runner';
+import { DEFAULT_ROW_GROUP_ROWS } from '../export/formats/parquet.encoder';
 import { EXPORT_FORMATS, ExportFormat } from '../export/formats/record-encoder';
 
 /** A UTC day (YYYY-MM-DD, its 00:00 UTC) or an ISO 8601 time with its offset. */
@@ -88,7 +89,7 @@ export function addExportCommand(program: Command, out: (s: string) => void, fai
     .option('--rotate-bytes <size>', 'complete a file once it holds this much (e.g. 128MiB)', bytesArg, 128 * 1024 ** 2)
     .option('--rotate-seconds <n>', 'complete a file once it has been open this long', intArg(1, 86_400), 300)
     .option('--batch-rows <n>', 'rows per read from the store', intArg(1, 100_000), 5_000)
-    .option('--row-group-rows <n>', 'Parquet rows per row group', intArg(1, 1_000_000), 50_000)
+    .option('--row-group-rows <n>', 'Parquet rows per row group (memory holds one)', intArg(1, 1_000_000), DEFAULT_ROW_GROUP_ROWS)
     .option('--poll-seconds <n>', 'with --follow: pause when nothing is new', intArg(1, 3_600), 1)
     .action(async (o: Opts) => {
       check(o, fail);

@@ -10,7 +10,8 @@ export type ExportKind = (typeof EXPORT_KINDS)[number];
 
 /**
  * int64: a decimal string from SQL (ids stay below 2^53, so NDJSON writes them as numbers);
- * timestamp: microseconds since the epoch, a decimal string from SQL; json: a parsed jsonb value.
+ * timestamp: microseconds since the epoch, a decimal string from SQL; json: the JSON text (Postgres)
+ * or the parsed value (the embedded store), which the encoders take alike (`jsonText`).
  */
 export type ColumnType = 'int64' | 'int32' | 'double' | 'bool' | 'string' | 'timestamp' | 'json';
 
@@ -121,3 +122,6 @@ export function microsToIso(us: string): string {
   const floorMs = n < 0n && rest !== 0 ? ms - 1n : ms;
   return `${new Date(Number(floorMs)).toISOString().slice(0, 23)}${String(rest).padStart(3, '0')}Z`;
 }
+
+/** A json column's value as JSON text, whichever way the store handed it over. */
+export const jsonText = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));

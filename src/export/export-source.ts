@@ -1,4 +1,4 @@
-import { Pool, type PoolClient } from 'pg';
+import { Pool, types as pgTypes, type CustomTypesConfig, type PoolClient } from 'pg';
 import Cursor from 'pg-cursor';
 import { isPostgresOutage } from '../stores/sql/pg-sql.store';
 import type { SqlStore } from '../stores/sql/sql-store';
@@ -64,6 +64,15 @@ export function isStoreOutage(err: unknown): boolean {
   return err instanceof StoreTimeoutError || isPostgresOutage(err);
 }
 
+/*
+ * json and jsonb stay the text the server sent: every format writes JSON text, so parsing it into
+ * objects only to serialise them again would be most of the work on a wide row.
+ */
+const RAW_JSON = new Set([114, 3802]);
+const TYPES = {
+  getTypeParser: (oid: number, format?: 'text' | 'binary') => (RAW_JSON.has(oid) ? (s: string) => s : pgTypes.getTypeParser(oid, format ?? 'text')),
+} as unknown as CustomTypesConfig;
+
 export interface PgExportSourceOptions {
   connectionTimeoutMs?: number;
   /** How long one batch may take to arrive (the first one waits for the server's sort of the step). */
@@ -113,7 +122,7 @@ export class PgExportSource implements ExportSource {
     const onError = (err: Error) => (broken ??= err);
     client.on('error', onError);
     const { sql, params } = stepSql(step);
-    const cursor = client.query(new Cursor<ExportRow>(sql, params, { rowMode: 'array' }));
+    const cursor = client.query(new Cursor<ExportRow>(sql, params, { rowMode: 'array', types: TYPES }));
     try {
       for (;;) {
         let rows: ExportRow[];

@@ -1,6 +1,5 @@
-import type { ExportRow, KindSchema } from '../export-schema';
+import { ExportRow, jsonText, KindSchema, microsToIso } from '../export-schema';
 import type { ByteSink } from './byte-sink';
-import { textValue } from './ndjson.encoder';
 import type { EncoderOptions, RecordEncoder } from './record-encoder';
 
 /**
@@ -45,10 +44,9 @@ export class CsvEncoder implements RecordEncoder {
 
 const NEEDS_QUOTES = /[",\r\n]/;
 
-function field(type: string, raw: unknown): string {
-  const v = textValue(type, raw);
-  if (v === null) return '';
-  const s = type === 'json' ? JSON.stringify(v) : String(v);
+function field(type: string, v: unknown): string {
+  if (v === null || v === undefined) return '';
+  const s = type === 'json' ? jsonText(v) : type === 'timestamp' ? microsToIso(String(v)) : String(v);
   if (s === '' || NEEDS_QUOTES.test(s)) return `"${s.replace(/"/g, '""')}"`;
   return s;
 }

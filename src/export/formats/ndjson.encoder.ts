@@ -1,29 +1,40 @@
-import { ExportRow, KindSchema, microsToIso } from '../export-schema';
+import { ExportRow, jsonText, KindSchema, microsToIso } from '../export-schema';
 import type { ByteSink } from './byte-sink';
 import type { RecordEncoder } from './record-encoder';
 
 /**
- * A value as the text formats write it: created_at as ISO 8601 UTC with microseconds, ids as
- * numbers (below 2^53), jsonb as the JSON it holds.
+ * A value as the text formats write it, as JSON: created_at as ISO 8601 UTC with microseconds, ids
+ * as numbers (below 2^53), jsonb as the JSON it holds, a double that is not finite as null.
  */
-export function textValue(type: string, v: unknown): unknown {
-  if (v === null || v === undefined) return null;
-  if (type === 'timestamp') return microsToIso(String(v));
-  if (type === 'int64') return Number(v);
-  return v;
+export function jsonValue(type: string, v: unknown): string {
+  if (v === null || v === undefined) return 'null';
+  switch (type) {
+    case 'timestamp':
+      return `"${microsToIso(String(v))}"`;
+    case 'int64':
+      return String(v);
+    case 'json':
+      return jsonText(v);
+    case 'string':
+      return JSON.stringify(v);
+    case 'double':
+      return Number.isFinite(v) ? String(v) : 'null';
+    default:
+      return String(v);
+  }
 }
 
 /** One JSON object per line, keys in schema order. */
 export class NdjsonEncoder implements RecordEncoder {
   rows = 0;
-  private readonly names: string[];
+  private readonly keys: string[];
   private readonly types: string[];
 
   constructor(
     schema: KindSchema,
     private readonly sink: ByteSink,
   ) {
-    this.names = schema.columns.map((c) => c.name);
+    this.keys = schema.columns.map((c, i) => `${i === 0 ? '{' : ','}${JSON.stringify(c.name)}:`);
     this.types = schema.columns.map((c) => c.type);
   }
 
@@ -31,9 +42,8 @@ export class NdjsonEncoder implements RecordEncoder {
     if (rows.length === 0) return;
     let text = '';
     for (const row of rows) {
-      const o: Record<string, unknown> = {};
-      for (let i = 0; i < this.names.length; i++) o[this.names[i]] = textValue(this.types[i], row[i]);
-      text += `${JSON.stringify(o)}\n`;
+      for (let i = 0; i < this.keys.length; i++) text += this.keys[i] + jsonValue(this.types[i], row[i]);
+      text += '}\n';
     }
     this.rows += rows.length;
     await this.sink.write(text);

@@ -1,4 +1,4 @@
-import type { ExportColumn, ExportRow, KindSchema } from '../export-schema';
+import { ExportColumn, ExportRow, jsonText, KindSchema } from '../export-schema';
 import type { ByteSink } from './byte-sink';
 import type { EncoderOptions, RecordEncoder } from './record-encoder';
 
@@ -15,7 +15,7 @@ let loaded: Promise<Hyparquet> | null = null;
 /** hyparquet-writer is an ES module: loaded once, on the first Parquet file. */
 const hyparquet = (): Promise<Hyparquet> => (loaded ??= import('hyparquet-writer'));
 
-export const DEFAULT_ROW_GROUP_ROWS = 50_000;
+export const DEFAULT_ROW_GROUP_ROWS = 10_000;
 const STATISTICS = new Set(['id', 'created_at']);
 
 interface SchemaElement {
@@ -41,7 +41,9 @@ function element(c: ExportColumn): SchemaElement {
     case 'timestamp':
       return { name: c.name, type: 'INT64', repetition_type, converted_type: 'TIMESTAMP_MICROS', logical_type: { type: 'TIMESTAMP', isAdjustedToUTC: true, unit: 'MICROS' } };
     case 'json':
-      return { name: c.name, type: 'BYTE_ARRAY', repetition_type, converted_type: 'JSON', logical_type: { type: 'JSON' } };
+      // Handed over as the UTF-8 bytes of the JSON text: with converted_type JSON the writer would
+      // serialise each value again (a string into a quoted string). The footer gets it (`end`).
+      return { name: c.name, type: 'BYTE_ARRAY', repetition_type, logical_type: { type: 'JSON' } };
     case 'string':
       return { name: c.name, type: 'BYTE_ARRAY', repetition_type, converted_type: 'UTF8', logical_type: { type: 'STRING' } };
   }
@@ -58,6 +60,7 @@ export class ParquetEncoder implements RecordEncoder {
   private columns: unknown[][];
   private pending = 0;
   private writer: InstanceType<Hyparquet['ParquetWriter']> | null = null;
+  private readonly elements: SchemaElement[];
 
   constructor(
     private readonly schema: KindSchema,
@@ -66,6 +69,7 @@ export class ParquetEncoder implements RecordEncoder {
   ) {
     this.rowGroupRows = options.rowGroupRows ?? DEFAULT_ROW_GROUP_ROWS;
     this.columns = schema.columns.map(() => []);
+    this.elements = parquetSchema(schema);
   }
 
   async write(rows: readonly ExportRow[]): Promise<void> {
@@ -74,7 +78,7 @@ export class ParquetEncoder implements RecordEncoder {
       for (let i = 0; i < types.length; i++) {
         const v = row[i];
         const t = types[i];
-        this.columns[i].push(v === null || v === undefined ? null : t === 'int64' || t === 'timestamp' ? BigInt(v as string) : v);
+        this.columns[i].push(v === null || v === undefined ? null : t === 'int64' || t === 'timestamp' ? BigInt(v as string) : t === 'json' ? Buffer.from(jsonText(v)) : v);
       }
       this.rows++;
       if (++this.pending >= this.rowGroupRows) await this.flushGroup();
@@ -84,6 +88,9 @@ export class ParquetEncoder implements RecordEncoder {
   async end(): Promise<void> {
     if (this.pending > 0) await this.flushGroup();
     const w = await this.open();
+    // Every row group is encoded: the footer written now may say JSON in the older annotation too,
+    // which readers that know no logical type (and DuckDB, which then reads JSON, not a blob) go by.
+    for (const e of this.elements) if (e.logical_type?.type === 'JSON') e.converted_type = 'JSON';
     await w.finish();
   }
 
@@ -103,7 +110,7 @@ export class ParquetEncoder implements RecordEncoder {
     Object.assign(bytes, { flush: drain, finish: drain });
     this.writer = new ParquetWriter({
       writer: bytes,
-      schema: parquetSchema(this.schema) as never,
+      schema: this.elements as never,
       codec: 'SNAPPY',
       statistics: false,
       kvMetadata: [
