@@ -26,7 +26,11 @@ const ROUNDS = Number(process.env.LEARNING_BEAT_ROUNDS ?? 20);
 const PARAMS = { windowSeconds: 30 * 86_400, weights: { score: 0.6, useful: 0.4 } };
 const LOAD_BATCH = 250_000;
 
-/* Server-side generation: 5 organisations, 18 pairs, 4 traces per session, spread over 30 days. $1 first, $2 last. */
+/*
+ * Server-side generation: 5 organisations, 18 pairs, 4 traces per session, spread over 30 days. $1
+ * first, $2 last. A random() meant per row sits in a subquery of the row, never in an uncorrelated
+ * LATERAL, which Postgres evaluates once.
+ */
 const LOAD_TRACES = `
   INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, selected_provider, selected_model,
                                status, latency_ms, cost_usd, created_at, failed_attempts)
@@ -40,8 +44,7 @@ const LOAD_TRACES = `
 const LOAD_FEEDBACK = `
   INSERT INTO feedback (org_id, session_id, score, useful, created_at, updated_at)
   SELECT 'org' || (s % 5), 'sess-' || s, floor(random() * 11)::int, random() < 0.6, t, t
-  FROM generate_series(0, $1::bigint) AS s, LATERAL (SELECT now() - random() * interval '29 days' AS t) AS x
-  WHERE s % 3 = 0
+  FROM (SELECT s, now() - random() * interval '29 days' AS t FROM generate_series(0, $1::bigint) AS s WHERE s % 3 = 0) AS x
   ON CONFLICT DO NOTHING`;
 
 /* A steady beat's arrivals: $1 a round number; 1,000 traces, a tenth late. */
@@ -51,12 +54,12 @@ const NEW_TRACES = `
   SELECT 'new-' || $1 || '-' || g, 'org' || (s % 5), 'k', 'sess-' || s, 'chat', 'auto', 'p' || (s * 7 % 3), 'm' || (s * 7 % 6),
          CASE WHEN g % 20 = 0 THEN 502 ELSE 200 END, exp(3 + random() * 6), random() * 0.01,
          CASE WHEN g % 10 = 0 THEN now() - random() * interval '30 days' ELSE now() - random() * interval '1 minute' END
-  FROM generate_series(1, 1000) AS g, LATERAL (SELECT floor(random() * $2::float8)::bigint AS s) AS x`;
+  FROM (SELECT g, floor(random() * $2::float8)::bigint AS s FROM generate_series(1, 1000) AS g) AS x`;
 
 const NEW_ANSWERS = `
   INSERT INTO feedback (org_id, session_id, score, useful)
   SELECT DISTINCT ON (s) 'org' || (s % 5), 'sess-' || s, floor(random() * 11)::int, random() < 0.6
-  FROM generate_series(1, 300) AS g, LATERAL (SELECT floor(random() * $1::float8)::bigint AS s) AS x
+  FROM (SELECT floor(random() * $1::float8)::bigint AS s FROM generate_series(1, 300) AS g) AS x
   ON CONFLICT (org_id, session_id) DO UPDATE SET score = EXCLUDED.score, useful = EXCLUDED.useful, updated_at = now()`;
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil(p * xs.length) - 1)];
