@@ -11,6 +11,8 @@ import { EnsureReport, PruneReport, RetentionService } from './retention.service
 export class RetentionJobOptions {
   /** How often the job looks; 0 turns the timer off (run() still works). */
   intervalMs?: number;
+  /** The first run comes this long after start-up (0: none before the first beat). */
+  firstRunDelayMs?: number;
   /** How long shutdown waits for a run in progress. */
   shutdownTimeoutMs?: number;
   now?: () => number;
@@ -21,7 +23,7 @@ export class RetentionJobOptions {
  * just before midnight, or one whose run found the lock busy or the store down, catches up within
  * the hour, and a run with nothing to do costs two catalog reads.
  */
-const DEFAULTS = { intervalMs: 3_600_000, shutdownTimeoutMs: 5_000 };
+const DEFAULTS = { intervalMs: 3_600_000, firstRunDelayMs: 60_000, shutdownTimeoutMs: 5_000 };
 
 export interface RetentionRun {
   outcome: 'done' | 'skipped' | 'failed';
@@ -30,7 +32,7 @@ export interface RetentionRun {
 }
 
 /**
- * The retention job (docs/architecture.md "Retention"): at start-up and then hourly, on every
+ * The retention job (docs/architecture.md "Retention"): a minute after start-up and then hourly, on every
  * replica, it makes the coming days' trace partitions and prunes what is past `retention.*`. An
  * advisory lock lets one replica do each step; the others skip it (`skipped`).
  */
@@ -41,6 +43,7 @@ export class RetentionJob implements OnApplicationBootstrap, BeforeApplicationSh
   private readonly log: Logger;
   private readonly runs: Counter<'outcome'>;
   private readonly periodic = new Periodic(() => this.once());
+  private firstRun: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly retention: RetentionService,
@@ -62,12 +65,18 @@ export class RetentionJob implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   onApplicationBootstrap(): void {
-    // Not awaited: start-up never waits on retention, and a store that is down is tried again next beat.
-    void this.run();
+    // A minute in, not at once: start-up (migrations, seeding, the first snapshot) has the store to
+    // itself, and nothing is urgent (partitions are made a week ahead; a trace whose day has none
+    // waits in the default partition until its day is made).
+    if (this.o.firstRunDelayMs > 0) {
+      this.firstRun = setTimeout(() => void this.run(), this.o.firstRunDelayMs);
+      this.firstRun.unref();
+    }
     this.periodic.start(this.o.intervalMs);
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    clearTimeout(this.firstRun);
     await this.periodic.stop(this.o.shutdownTimeoutMs);
   }
 
