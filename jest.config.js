@@ -5,7 +5,8 @@ const swc = JSON.parse(require('fs').readFileSync(__dirname + '/.swcrc', 'utf8')
 // reaches one of zod's ESM files even from CommonJS; the client suites in test/clients load it
 // with `await import()`, which swc turns into a `require` of these transformed files. The OTLP
 // exporter loads `node:http` with `import()`, which Jest's module sandbox cannot run untransformed.
-const esm = ['@electric-sql', 'eventsource-parser', 'ai', '@ai-sdk', '@workflow', 'zod', '@opentelemetry/otlp-exporter-base'];
+// The decisions export's Parquet writer (hyparquet-writer, and hyparquet under it) is ESM only.
+const esm = ['@electric-sql', 'eventsource-parser', 'ai', '@ai-sdk', '@workflow', 'zod', '@opentelemetry/otlp-exporter-base', 'hyparquet', 'hyparquet-writer'];
 module.exports = {
   testEnvironment: 'node',
   rootDir: '.',

@@ -78,6 +78,8 @@ export interface PgExportSourceOptions {
   /** How long one batch may take to arrive (the first one waits for the server's sort of the step). */
   readTimeoutMs?: number;
   applicationName?: string;
+  /** Connections (default one: a sidecar reads one step at a time). */
+  max?: number;
 }
 
 /** Postgres through `pg-cursor` on a pool of one (see ExportSource). */
@@ -90,7 +92,7 @@ export class PgExportSource implements ExportSource {
     this.readTimeoutMs = options.readTimeoutMs ?? 300_000;
     this.pool = new Pool({
       connectionString: url,
-      max: 1,
+      max: options.max ?? 1,
       connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
       idleTimeoutMillis: 30_000,
       // A cursor's statement lasts until it is closed, however slowly its reader takes the rows (a
