@@ -52,7 +52,13 @@ export class AdminExportService implements OnModuleDestroy {
     const kind = q.oneOf('kind', KINDS) ?? 'traces';
     const format = q.oneOf('format', FORMATS) ?? 'ndjson';
     const scope = ['export', caller.orgId, kind];
-    const since = decodeCursor(q.string('since', { max: 2048 }), scope, ['int'] as const);
+    let since: readonly [string] | undefined;
+    try {
+      since = decodeCursor(q.string('since', { max: 2048 }), scope, ['int'] as const);
+    } catch (err) {
+      if (!(err instanceof GatewayError) || err.code !== 'invalid_request') throw err;
+      throw new GatewayError('invalid_request', 'since is not a cursor of an export of this kind in this organisation.', { param: 'since' });
+    }
     const lo = since ? BigInt(since[0]) : 0n;
     const x = await fromAnalytics(this.fallback, 'export', () => this.source().xmin());
     // A cursor ahead of the store (a database restored from an older backup) has nothing after it yet.
