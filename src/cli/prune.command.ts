@@ -73,6 +73,7 @@ export function addPruneCommand(
         }
         const report = await retention.prune({ now, before: opts.before, dryRun: opts.dryRun === true, wait: true });
         out(formatPruneReport(report, config, opts.before));
+        if (report.busy) throw fail('stopped before the end: a table lock was not granted within 3 s (a long query on decision_traces holds it); run it again');
       }),
     );
 }

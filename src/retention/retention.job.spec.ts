@@ -246,4 +246,28 @@ describeWithPostgres('on a real Postgres', () => {
       await db.drop();
     }
   });
+
+  it('gives up a step that would wait behind a long reader of decision_traces (lock_timeout), and does it on the next run', async () => {
+    const db = await createTestDatabase();
+    const store = new PgSqlStore(db.url);
+    const reader = new Client({ connectionString: db.url });
+    await reader.connect();
+    try {
+      const r = rigFor(store);
+      // A reader in the middle of a long transaction holds ACCESS SHARE on the table until it ends.
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM decision_traces');
+      const started = Date.now();
+      expect(await r.job.run()).toMatchObject({ outcome: 'skipped', partitions: { busy: true, created: [] } });
+      expect(Date.now() - started).toBeLessThan(10_000);
+      // The step left no lock request queued behind the reader: writes go on beside it.
+      await new DecisionTracesRepository(store).write([trace({ requestId: 'during' })]);
+      await reader.query('COMMIT');
+      expect(await r.job.run()).toMatchObject({ outcome: 'done', partitions: { created: days(F, 8) } });
+    } finally {
+      await reader.end();
+      await store.close();
+      await db.drop();
+    }
+  });
 });

@@ -31,7 +31,10 @@ export interface PruneReport {
   dryRun: boolean;
   cutoffs: RetentionCutoffs;
   actions: PruneAction[];
-  /** Another replica held the retention lock, so this run stopped where it was (the job only: the CLI waits for it). */
+  /**
+   * This run stopped where it was: another replica held the retention lock (the job only: the CLI
+   * waits for it), or a partition's table lock was not granted in time. The next run goes on.
+   */
   busy: boolean;
 }
 

@@ -23,6 +23,8 @@ const LOCK_KEY = 'routing-gateway:retention';
 const TRY_LOCK = `SELECT pg_try_advisory_xact_lock(hashtext('${LOCK_KEY}')) AS locked`;
 const WAIT_LOCK = `SELECT true AS locked FROM pg_advisory_xact_lock(hashtext('${LOCK_KEY}'))`;
 const LOCK_TIMEOUT = `SET LOCAL lock_timeout = '3s'`;
+/** SQLSTATE of a lock not granted within lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
 
 /* Bounds are read back as text: fixed output settings make that text independent of the session. */
 const LIST = `
@@ -47,16 +49,22 @@ export class TracePartitionsRepository {
   constructor(private readonly sql: SqlStore) {}
 
   /**
-   * Runs `fn` in a transaction holding the retention lock (with lock_timeout set), or returns
-   * 'busy' at once when another replica holds it and `wait` is false.
+   * Runs `fn` in a transaction holding the retention lock (with lock_timeout set). 'busy' (nothing
+   * done): another replica holds the retention lock and `wait` is false, or a table lock `fn` needed
+   * was not granted within lock_timeout (a long reader holds it).
    */
   async locked<T>(wait: boolean, fn: (tx: SqlExecutor) => Promise<T>): Promise<T | 'busy'> {
-    return this.sql.transaction(async (tx) => {
-      const { rows } = await tx.query<{ locked: boolean }>(wait ? WAIT_LOCK : TRY_LOCK, []);
-      if (!rows[0]?.locked) return 'busy' as const;
-      await tx.query(LOCK_TIMEOUT, []);
-      return fn(tx);
-    });
+    try {
+      return await this.sql.transaction(async (tx) => {
+        const { rows } = await tx.query<{ locked: boolean }>(wait ? WAIT_LOCK : TRY_LOCK, []);
+        if (!rows[0]?.locked) return 'busy' as const;
+        await tx.query(LOCK_TIMEOUT, []);
+        return fn(tx);
+      });
+    } catch (err) {
+      if ((err as { code?: unknown } | null)?.code === LOCK_NOT_AVAILABLE) return 'busy';
+      throw err;
+    }
   }
 
   /** Every partition of decision_traces with its bounds. */

@@ -44,6 +44,12 @@ export function migrationsUpTo(version: number): { set: MigrationSet; cleanup():
 export async function populateOldTable(store: SqlStore, n: number): Promise<void> {
   await store.query(`INSERT INTO organizations (id, name, plan) VALUES ('acme', 'Acme', 'pro') ON CONFLICT DO NOTHING`, []);
   await store.query(
+    `INSERT INTO experiments (id, org_id, type, status, traffic_pct, baseline_provider, baseline_model, candidate_provider, candidate_model,
+       min_n, max_regression, started_at, created_at)
+     VALUES ($1, 'acme', 'canary', 'active', 10, 'p0', 'm0', 'p1', 'm1', 100000, 0.05, now() - interval '45 days', now() - interval '45 days')`,
+    [EXPERIMENT],
+  );
+  await store.query(
     `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, route, strategy, candidates,
        selected_provider, selected_model, fallback_used, attempts, experiment_id, experiment_arm, status, error_code, latency_ms, ttft_ms,
        prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, finish_reason, created_at, failed_attempts)
@@ -82,15 +88,31 @@ export async function fingerprint(store: SqlStore): Promise<Record<string, unkno
   return rows[0];
 }
 
-/** What the readers of traces make of them: the learning aggregates and one experiment's arms. */
-async function readers(store: SqlStore): Promise<{ stats: unknown[]; arms: unknown }> {
+/**
+ * What the readers of traces make of them: the learning aggregates from the raw traces (the full
+ * recompute) and through the learning rollups, and one experiment's arms (through its rollups). The
+ * rollups take existing rows in by a backfill that may span several calls.
+ */
+async function readers(store: SqlStore): Promise<{ fromTraces: unknown[]; stats: unknown[]; arms: unknown }> {
   const repo = new ModelStatsRepository(store);
-  expect(await repo.recompute({ windowSeconds: 30 * 86_400, weights: { score: 0.6, useful: 0.4 } })).toBe('done');
-  const stats = (await repo.loadAll())
-    .map(({ computedAt: _, ...s }) => s)
-    .sort((a, b) => `${a.orgId}/${a.provider}/${a.model}`.localeCompare(`${b.orgId}/${b.provider}/${b.model}`));
-  const arms = await new ExperimentStatsRepository(store).armStats({ id: EXPERIMENT, orgId: 'acme', startedAt: new Date(Date.now() - 45 * DAY_MS), createdAt: new Date() });
-  return roundedFloats({ stats, arms });
+  const params = { windowSeconds: 30 * 86_400, weights: { score: 0.6, useful: 0.4 } };
+  const sorted = async () =>
+    (await repo.loadAll())
+      .map(({ orgId, provider, model, n, requests, outcomeMean, successRate, costMeanUsd, npsPromoters }) => ({ orgId, provider, model, n, requests, outcomeMean, successRate, costMeanUsd, npsPromoters }))
+      .sort((a, b) => `${a.orgId}/${a.provider}/${a.model}`.localeCompare(`${b.orgId}/${b.provider}/${b.model}`));
+  expect(await repo.recomputeFromTraces(params)).toBe('done');
+  const fromTraces = await sorted();
+  await store.query('DELETE FROM model_stats', []);
+  let stats: unknown[] = [];
+  for (let beat = 0; beat < 20 && stats.length === 0; beat++) {
+    expect(await repo.recompute({ ...params, backfill: { budgetMs: 60_000, chunkRows: 1_000_000 } })).toBe('done');
+    stats = await sorted();
+  }
+  const experiments = new ExperimentStatsRepository(store);
+  const experiment = { id: EXPERIMENT, orgId: 'acme', startedAt: new Date(Date.now() - 45 * DAY_MS), createdAt: new Date() };
+  let arms = await experiments.armStats(experiment);
+  for (let beat = 0; beat < 20 && arms.baseline.requests === 0; beat++) arms = await experiments.armStats(experiment);
+  return roundedFloats({ fromTraces, stats, arms });
 }
 
 /** Float sums depend on the order rows are read in (another table layout, another order): compared to 12 significant digits. */
@@ -204,7 +226,9 @@ export function decisionTracesByDayContract(name: string, makeStore: MakeEmptySt
         await runMigrations(control.store, ANALYTICS_MIGRATIONS);
         await populateOldTable(control.store, rowsBefore);
         const expected = await readers(control.store);
+        expect(expected.fromTraces.length).toBeGreaterThan(0);
         expect(expected.stats.length).toBeGreaterThan(0);
+        expect((expected.arms as { baseline: { requests: number } }).baseline.requests).toBeGreaterThan(0);
         expect(await readers(h.store)).toEqual(expected);
         const regressions = await new RegressionsRepository(h.store).detectQualityDrops({
           longRunSeconds: 30 * 86_400, rollingSeconds: 86_400, weights: { score: 0.6, useful: 0.4 }, minSamples: 20, margin: 0.1,
