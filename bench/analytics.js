@@ -21,7 +21,11 @@
  *       (refresh_seconds 86400) in the same invocation;
  *   (f) traces lost and duplicated across a Postgres outage: a gateway (trace spool on, the default)
  *       under paced chat load (--rate per second), Postgres stopped (`pg_ctl stop -m immediate`) for
- *       --outage seconds and started again; request ids answered 2xx vs rows.
+ *       --outage seconds and started again; request ids answered 2xx vs rows;
+ *   (g) the decisions export: `gateway export --format parquet --out DIR` (the CLI, what a sidecar's
+ *       first run does: every stored trace, from no cursor) over --export-rows traces, rows per
+ *       second from spawn to exit and its RSS (from /proc, every 200 ms) at the start and at its peak;
+ *       DuckDB reads the files back and their count and sum of status must equal the store's.
  *
  * Writes bench/results/analytics-latest.json and prints a Markdown table.
  *
@@ -33,7 +37,8 @@
  *   --connections=N      concurrency of the CPU runs (default 16)
  *   --rate=N             chat requests per second during the outage phase (default 1000; quick 100)
  *   --outage=S           seconds Postgres stays down (default 60; quick 4)
- *   --only=a,b           phases: beats, restart, bytes, prune, cpu, outage (default all; beats loads the data)
+ *   --only=a,b           phases: beats, restart, bytes, prune, cpu, outage, export (default all; beats loads the data)
+ *   --export-rows=N      traces the export phase reads at least (default 10000000; quick 50000)
  *   --out=FILE           where to write the JSON (default bench/results/analytics-latest.json)
  *   --keep-build         keep bench/.build/analytics-<pid>/
  */
@@ -55,14 +60,14 @@ const DAY_MS = 86_400_000;
 const SPAN_DAYS = 31;
 /** Rows per INSERT while loading. */
 const CHUNK = 250_000;
-const PHASES = ['beats', 'restart', 'bytes', 'prune', 'cpu', 'outage'];
+const PHASES = ['beats', 'restart', 'bytes', 'prune', 'cpu', 'outage', 'export'];
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const started = Date.now();
 const log = (msg) => process.stderr.write(`[analytics ${new Date().toISOString().slice(11, 19)} +${((Date.now() - started) / 1000).toFixed(0)}s] ${msg}\n`);
 
 function parseArgs(argv) {
-  const a = { quick: false, sizes: null, beats: null, cpuSeconds: null, connections: 16, rate: null, outage: null, only: null, out: null, keepBuild: false };
+  const a = { quick: false, sizes: null, beats: null, cpuSeconds: null, connections: 16, rate: null, outage: null, only: null, out: null, keepBuild: false, exportRows: null };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -74,6 +79,7 @@ function parseArgs(argv) {
       case '--connections': a.connections = Number(v); break;
       case '--rate': a.rate = Number(v); break;
       case '--outage': a.outage = Number(v); break;
+      case '--export-rows': a.exportRows = Number(v); break;
       case '--only': a.only = v.split(',').map((s) => s.trim()).filter(Boolean); break;
       case '--out': a.out = path.resolve(v); break;
       case '--help': case '-h':
@@ -89,6 +95,7 @@ function parseArgs(argv) {
   a.cpuSeconds ??= q ? 3 : 20;
   a.rate ??= q ? 100 : 1000;
   a.outage ??= q ? 4 : 60;
+  a.exportRows ??= q ? 50_000 : 10_000_000;
   a.only ??= PHASES;
   for (const p of a.only) if (!PHASES.includes(p)) throw new Error(`--only: unknown phase ${p} (${PHASES.join(', ')})`);
   if (a.sizes.some((n) => !Number.isInteger(n) || n < 1000) || a.sizes.some((n, i) => i > 0 && n <= a.sizes[i - 1])) throw new Error('--sizes: increasing integers ≥ 1000');
@@ -351,6 +358,17 @@ async function main() {
       }
     }
 
+    // ---- (g) the decisions export into Parquet ----
+    if (has('export')) {
+      if (loaded < args.exportRows) {
+        log(`loading to ${args.exportRows.toLocaleString('en')} traces for the export…`);
+        await load(args.exportRows);
+      }
+      out.export = await exportPhase({ dist, pgUrl: pg.url, tmp, db });
+      const e = out.export;
+      log(`export: ${e.rows.toLocaleString('en')} traces to Parquet in ${e.ms} ms (${e.rows_per_s.toLocaleString('en')} rows/s), ${e.files} files, ${e.mib} MiB; RSS ${e.rss_start_mib} MiB at start, ${e.rss_peak_mib} MiB peak; DuckDB read back: ${e.verified}`);
+    }
+
     // ---- (e) chat CPU per request, without and with beats ----
     if (has('cpu')) {
       out.cpu = {};
@@ -444,6 +462,9 @@ async function main() {
       chat_cpu_us_per_req_during_beats: out.cpu ? out.cpu.beating.cpu_us_per_req : null,
       lost_traces: out.outage?.lost ?? null,
       duplicated_traces: out.outage?.duplicated ?? null,
+      export_rows_per_s: out.export?.rows_per_s ?? null,
+      export_rss_start_mib: out.export?.rss_start_mib ?? null,
+      export_rss_peak_mib: out.export?.rss_peak_mib ?? null,
       details: out,
     });
     report.meta.seconds = round((Date.now() - started) / 1000, 0);
@@ -459,6 +480,64 @@ async function main() {
     await cleanups.run();
   }
   process.exit(exitCode);
+}
+
+/**
+ * (g): the built CLI exports every stored trace into Parquet files (`--out`, the sidecar's layout),
+ * its RSS sampled from /proc every 200 ms; then DuckDB reads the files back. `rss_start_mib` is the
+ * first sample taken once the first rows are on their way (a file being written), so the figure pair
+ * says whether memory grows with the backlog: it must not.
+ */
+async function exportPhase({ dist, pgUrl, tmp, db }) {
+  const { spawn } = require('node:child_process');
+  const dir = path.join(tmp, 'export');
+  fs.rmSync(dir, { recursive: true, force: true });
+  const { rows: [store] } = await db.query('SELECT count(*)::bigint AS n, coalesce(sum(status), 0)::bigint AS s FROM decision_traces');
+  const t = performance.now();
+  const child = spawn(process.execPath, [path.join(dist, 'cli', 'main.js'), 'export', '--format', 'parquet', '--out', dir], {
+    cwd: procs.ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: pgUrl, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (x) => (stdout += x));
+  child.stderr.setEncoding('utf8').on('data', (x) => (stderr += x));
+  const samples = [];
+  let startRss = null;
+  const sampler = setInterval(() => {
+    try {
+      const rss = procs.rssMiB(child.pid);
+      samples.push(rss);
+      if (startRss === null && fs.existsSync(path.join(dir, 'traces')) && fs.readdirSync(path.join(dir, 'traces')).length > 0) startRss = rss;
+    } catch {}
+  }, 200);
+  const code = await new Promise((resolve) => child.once('exit', (c) => resolve(c)));
+  clearInterval(sampler);
+  const ms = performance.now() - t;
+  if (code !== 0) throw new Error(`gateway export exited ${code}: ${stderr.slice(-2000)}`);
+  const rows = Number(/traces: (\d+) rows exported/.exec(stdout)?.[1] ?? NaN);
+  const parts = fs.readdirSync(path.join(dir, 'traces')).filter((f) => f.startsWith('part-'));
+  const bytes = parts.reduce((n, f) => n + fs.statSync(path.join(dir, 'traces', f)).size, 0);
+  const { DuckDBInstance } = require(require.resolve('@duckdb/node-api', { paths: [procs.ROOT] }));
+  const duck = await (await DuckDBInstance.create(':memory:')).connect();
+  const [back] = (await duck.runAndReadAll(`SELECT count(*) AS n, coalesce(sum(status), 0) AS s FROM read_parquet('${path.join(dir, 'traces', 'part-*.parquet')}')`)).getRowObjects();
+  duck.closeSync?.();
+  fs.rmSync(dir, { recursive: true, force: true });
+  const peak = samples.length ? Math.max(...samples) : null;
+  return {
+    rows,
+    ms: round(ms, 0),
+    rows_per_s: round(rows / (ms / 1000), 0),
+    files: parts.length,
+    mib: round(bytes / 2 ** 20, 1),
+    bytes_per_row: round(bytes / rows, 1),
+    rss_start_mib: startRss === null ? (samples[0] === undefined ? null : round(samples[0], 0)) : round(startRss, 0),
+    rss_peak_mib: peak === null ? null : round(peak, 0),
+    rss_samples_mib: samples.filter((_, i) => i % Math.max(1, Math.ceil(samples.length / 40)) === 0).map((x) => round(x, 0)),
+    store_rows: Number(store.n),
+    verified: Number(back.n) === Number(store.n) && Number(back.s) === Number(store.s) && rows === Number(store.n),
+  };
 }
 
 /** Sum of a metric's samples on a gateway's /metrics (null when it cannot be read). */
@@ -541,6 +620,11 @@ function render(r) {
     const o = d.outage;
     L.push(`| traces lost / duplicated across a ${fmt(round(o.outage_ms / 1000, 1))} s Postgres outage at ${fmt(o.rate_per_s)} req/s (${fmt(o.answered_2xx)} answered 2xx) | ${fmt(o.lost)} / ${fmt(o.duplicated)} |`);
     L.push(`| … spooled / replayed; spool drained after the outage in | ${fmt(o.metrics.gateway_traces_spooled_total)} / ${fmt(o.metrics.gateway_traces_replayed_total)}; ${fmt(o.drain_ms, ' ms')} |`);
+  }
+  if (d.export) {
+    const e = d.export;
+    L.push(`| \`gateway export --format parquet\` of ${fmt(e.rows)} traces (the CLI process whole; ${fmt(e.files)} files, ${fmt(e.bytes_per_row)} B per row; read back by DuckDB: ${e.verified ? 'equal' : 'NOT equal'}) | ${fmt(e.rows_per_s, ' rows/s')} |`);
+    L.push(`| … its RSS at the start / at the peak | ${fmt(e.rss_start_mib)} / ${fmt(e.rss_peak_mib, ' MiB')} |`);
   }
   return L.join('\n');
 }
