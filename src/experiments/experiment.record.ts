@@ -43,7 +43,7 @@ export interface NewExperiment {
   createdByKeyId: string;
 }
 
-/** One lifecycle event (contract "Events"); `actorApiKeyId` is null for the system's own moves. */
+/** One lifecycle event (docs/api.md "GET /v1/experiments"); `actorApiKeyId` is null for the system's own moves. */
 export interface ExperimentEvent {
   experimentId: string;
   orgId: string;

@@ -50,7 +50,7 @@ export function traceArm(split: ExperimentSplit, served: TargetRef | undefined):
   return split.arm === 'candidate' ? 'candidate_fallback' : 'baseline_fallback';
 }
 
-/** Experiments apply to the same organisations the API serves: Pro, `has_test_ab`, kill switch off (contract "Authentication"). */
+/** Experiments apply to the same organisations the API serves: Pro, `has_test_ab`, kill switch off (docs/api.md "Authentication"). */
 function experimentsOn(caller: Caller): boolean {
   return caller.plan === 'pro' && caller.features.includes('has_test_ab') && !caller.killSwitches.includes('experiments');
 }

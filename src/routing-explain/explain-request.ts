@@ -4,7 +4,7 @@ import { isObject } from '../common/http/body-checks';
 import { isSessionId, SESSION_ID_RULE } from '../common/http/session-id';
 import { sanitiseHeaders } from './header-sanitiser';
 
-/** A validated explain body (contract "Explain request"), headers already sanitised. */
+/** A validated explain body (docs/api.md "POST /v1/routing/explain"), headers already sanitised. */
 export interface ExplainCall {
   call: ChatCall;
   /** The `headers` map without the reserved keys; empty when none was sent. */

@@ -2,7 +2,7 @@ import type { Phase } from '../routing/routing.types';
 import type { Locale } from './accept-language';
 
 /**
- * The closed enum of `explanation.template_id` (contract "Explain response"). Which one applies is
+ * The closed enum of `explanation.template_id` (docs/api.md "POST /v1/routing/explain"). Which one applies is
  * decided in explain.mapper.ts (`chooseTemplate`); the texts are below, one per locale.
  */
 export const TEMPLATE_IDS = [

@@ -48,7 +48,7 @@ const same = (a: TargetRef, b: TargetRef) => a.provider === b.provider && a.mode
 
 /**
  * `reason` (the contract names the values, not the rules; these are ours):
- *   - `no_enabled_targets`: the firewall blocked the request (contract "Firewall block"), or the rule
+ *   - `no_enabled_targets`: the firewall blocked the request (docs/api.md "POST /v1/routing/explain"), or the rule
  *     left no candidate at all (nothing was considered and nothing filtered);
  *   - `exhausted`: there were candidates, but every one was filtered (constraints, open breakers),
  *     so dispatch would have nothing to try;
