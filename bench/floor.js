@@ -10,7 +10,6 @@
  *
  *   npm run bench:floor [-- --seconds=8 --runs=3 --connections=32]
  */
-const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
@@ -23,17 +22,6 @@ const SECONDS = arg('seconds', 8);
 const RUNS = arg('runs', 3);
 const CONNECTIONS = arg('connections', 32);
 const BODY = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say something short about benchmarks, please.' }], max_tokens: 200 });
-
-function startProxy(kind, upstreamPort) {
-  const child = spawn(process.execPath, ['-r', path.join(__dirname, 'lib', 'orphan-guard.js'), path.join(__dirname, 'lib', 'floor-proxy.js'), kind, String(upstreamPort)], {
-    cwd: procs.ROOT,
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    child.stdout.setEncoding('utf8').once('data', (s) => resolve({ child, pid: child.pid, url: `http://127.0.0.1:${JSON.parse(s).port}` }));
-    child.once('exit', (code) => reject(new Error(`${kind} proxy exited (${code})`)));
-  });
-}
 
 async function measure(url, pid) {
   const runs = [];
@@ -54,12 +42,12 @@ async function measure(url, pid) {
     await runLoad({ url: `${fake.url}/v1/chat/completions`, connections: CONNECTIONS, seconds: 2, body: BODY });
     out.results.direct = await measure(fake.url, fake.pid);
     for (const kind of ['node', 'express']) {
-      const p = await startProxy(kind, fake.port);
+      const p = await procs.startFloorProxy(kind, fake.port);
       try {
         await runLoad({ url: `${p.url}/v1/chat/completions`, connections: CONNECTIONS, seconds: 3, body: BODY });
         out.results[`${kind}-proxy`] = await measure(p.url, p.pid);
       } finally {
-        await procs.stopChild(p.child);
+        await p.stop();
       }
     }
   } finally {

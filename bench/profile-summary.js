@@ -56,6 +56,12 @@ function groupOf(frame) {
   return 'other';
 }
 
+/** A frame as `name  file:line`, the path cut to the package or to the gateway's own `gateway/…`. */
+function frameName(f) {
+  const short = f.url.replace(/^.*node_modules\//, '').replace(/^.*\/(dist|\.build\/[^/]+\/dist)\//, 'gateway/');
+  return `${f.functionName || '(anonymous)'}  ${short}${f.url ? `:${f.lineNumber + 1}` : ''}`;
+}
+
 function summarise(profile, top = 40, windows = null) {
   const byId = new Map();
   const parent = new Map();
@@ -67,6 +73,7 @@ function summarise(profile, top = 40, windows = null) {
   const fnSelf = new Map();
   const groupSelf = new Map();
   const groupIncl = new Map();
+  const fnIncl = new Map();
   let total = 0;
   const add = (m, k, v) => m.set(k, (m.get(k) ?? 0) + v);
   const { samples, timeDeltas } = profile;
@@ -83,15 +90,24 @@ function summarise(profile, top = 40, windows = null) {
     total += dt;
     add(self, id, dt);
     const f = node.callFrame;
-    const short = f.url.replace(/^.*node_modules\//, '').replace(/^.*\/(dist|\.build\/[^/]+\/dist)\//, 'gateway/');
-    add(fnSelf, `${f.functionName || '(anonymous)'}  ${short}${f.url ? `:${f.lineNumber + 1}` : ''}`, dt);
+    add(fnSelf, frameName(f), dt);
     add(groupSelf, groupOf(f), dt);
     const seen = new Set();
+    const seenFn = new Set();
     for (let cur = id; cur !== undefined; cur = parent.get(cur)) {
-      const g = groupOf(byId.get(cur).callFrame);
+      const cf = byId.get(cur).callFrame;
+      const g = groupOf(cf);
       if (!seen.has(g)) {
         seen.add(g);
         add(groupIncl, g, dt);
+      }
+      // Only the gateway's own functions: "what does this step cost with everything it calls".
+      if (/\/(dist|\.build\/[^/]+\/dist)\//.test(cf.url)) {
+        const name = frameName(cf);
+        if (!seenFn.has(name)) {
+          seenFn.add(name);
+          add(fnIncl, name, dt);
+        }
       }
     }
   }
@@ -109,6 +125,7 @@ function summarise(profile, top = 40, windows = null) {
     self_by_group: rows(groupSelf),
     inclusive_by_group: rows(groupIncl).filter((r) => !r.name.startsWith('(')),
     self_by_function: rows(fnSelf).slice(0, top),
+    inclusive_by_gateway_function: rows(fnIncl).slice(0, top),
   };
 }
 
@@ -119,7 +136,8 @@ function renderSummary(s, top) {
     `profile: ${s.samples} samples, ${s.total_ms} ms, busy (not idle) ${s.busy_ms} ms\n` +
     table('Self time by group', s.self_by_group) +
     table('Inclusive time by group (a sample counts for every group on its stack)', s.inclusive_by_group) +
-    table(`Self time, top ${top} functions`, s.self_by_function)
+    table(`Self time, top ${top} functions`, s.self_by_function) +
+    table(`Inclusive time of the gateway's own functions, top ${top}`, s.inclusive_by_gateway_function ?? [])
   );
 }
 

@@ -22,6 +22,9 @@
  *                      the gateway's chat runs next to it (bench/profile-summary.js). E.g.
  *                      --only=chat --connections=32 --runs=1 --seconds=15 --cpu-prof=/tmp/prof
  *   --keep-build       keep bench/.build/<run>/ (the gateway built for this run)
+ *   --floor            the chat section also runs the Express reference proxy of `npm run bench:floor`
+ *                      (lib/floor-proxy.js) in its alternation, with the same body: the gateway's CPU
+ *                      per request over the floor's, paired by run (the budget's "× the Express floor")
  *   --otel             add the otel section: what OpenTelemetry tracing costs. A second gateway with
  *                      tracing on exports to a local OTLP sink (lib/otlp-sink.js); non-streaming chat
  *                      runs alternate between the gateway with tracing off and the one with it on, CPU
@@ -37,14 +40,14 @@ const { runStreams, chunkTimings, openSlowStreams } = require('./lib/streams');
 const { percentiles, summary, summarise, round } = require('./lib/stats');
 const { renderMarkdown, evaluateBudget } = require('./lib/report');
 const { startOtlpSink } = require('./lib/otlp-sink');
+const { KEY, chatBody, responsesBody, gatewayYaml } = require('./lib/workload');
 
 const SECTIONS = ['chat', 'responses', 'otel', 'stream', 'memory', 'soak'];
-const KEY = 'gw-bench-key';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 function parseArgs(argv) {
-  const a = { quick: false, servers: false, soak: false, otel: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null, nodeOptions: null };
+  const a = { quick: false, servers: false, soak: false, otel: false, floor: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null, nodeOptions: null };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -52,6 +55,7 @@ function parseArgs(argv) {
       case '--servers': a.servers = true; break;
       case '--soak': a.soak = true; break;
       case '--otel': a.otel = true; break;
+      case '--floor': a.floor = true; break;
       case '--keep-build': a.keepBuild = true; break;
       case '--only': a.only = v.split(',').map((s) => s.trim()).filter(Boolean); break;
       case '--out': a.out = path.resolve(v); break;
@@ -86,44 +90,6 @@ function plan(a) {
     soak: { seconds: a.soakSeconds ?? (q ? 3 : 300), sampleMs: q ? 500 : 10_000, idleMs: q ? 1_000 : 5_000 },
     fake: { chunks: 20, delayMs: 10, slowMs: 1000, slowChunks: 900 },
   };
-}
-
-/** The chat body's question as a Responses API request (instructions + input), for the responses section. */
-const responsesBody = (model) =>
-  JSON.stringify({
-    model,
-    instructions: 'You are a helpful assistant. Answer briefly and precisely.',
-    input: 'Write two sentences about the sea, one about its colour and one about its sound.',
-    max_output_tokens: 200,
-    temperature: 0.7,
-  });
-
-const chatBody = (model, extra = {}) =>
-  JSON.stringify({
-    model,
-    messages: [
-      { role: 'system', content: 'You are a helpful assistant. Answer briefly and precisely.' },
-      { role: 'user', content: 'Write two sentences about the sea, one about its colour and one about its sound.' },
-    ],
-    max_tokens: 200,
-    temperature: 0.7,
-    ...extra,
-  });
-
-function gatewayYaml(fakeUrl) {
-  return [
-    '# Written by bench/run.js: one OpenAI-compatible provider pointing at the bench fake.',
-    'providers:',
-    `  fake: { family: openai, base_url: "${fakeUrl}/v1", api_key: "x" }`,
-    'models:',
-    '  bench:       { provider: fake, upstream: bench-model, cost: { input_per_mtok: 0.15, output_per_mtok: 0.6 } }',
-    '  bench-delay: { provider: fake, upstream: bench-delay, cost: { input_per_mtok: 0.15, output_per_mtok: 0.6 } }',
-    '  bench-slow:  { provider: fake, upstream: bench-slow, cost: { input_per_mtok: 0.15, output_per_mtok: 0.6 } }',
-    'organizations:',
-    `  bench: { plan: pro, api_keys: [ { id: bench, key: "${KEY}" } ] }`,
-    'limits: { requests_per_minute_per_key: 100000000 }',
-    '',
-  ].join('\n');
 }
 
 /** Heap and trace-buffer figures from the gateway's own /metrics (prom-client default metrics). */
@@ -253,7 +219,14 @@ async function main() {
       await runStreams({ url: t.url, path: t.path, body: chatBody(t.model.delay, { stream: true }), headers: t.headers, concurrency: 8, seconds: p.warmupSeconds });
     }
 
-    if (want('chat')) report.sections.chat = await chatSection(p, targets, order, gw, fake);
+    if (want('chat') && args.floor) {
+      const floor = await procs.startFloorProxy('express', fake.port);
+      cleanups.push(() => floor.stop());
+      targets.floor = { url: floor.url, path: '/v1/chat/completions', model: targets.direct.model, headers: {}, pid: floor.pid };
+      log(`Express floor proxy on ${floor.url} (pid ${floor.pid})`);
+      await runLoad({ url: floor.url + targets.floor.path, connections: 32, seconds: p.warmupSeconds, body: chatBody(targets.floor.model.json), headers: {} });
+    }
+    if (want('chat')) report.sections.chat = await chatSection(p, targets, gw, fake);
     if (want('responses')) report.sections.responses = await responsesSection(p, targets, gw);
     if (want('otel')) report.sections.otel = await otelSection(p, targets, gw, { build, env, tmp, cleanups });
     if (want('stream')) report.sections.stream = await streamSection(p, targets, order);
@@ -281,7 +254,8 @@ async function main() {
         const windows = (report.sections.chat?.levels ?? []).flatMap((l) => l.runs.gateway.map((r) => r.window_us));
         if (windows.length) {
           const { summarise, renderSummary } = require('./profile-summary');
-          const file = report.meta.cpu_profiles[report.meta.cpu_profiles.length - 1];
+          // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: thread 0 is the event loop's (the others are worker threads, e.g. the embedded store's).
+          const file = report.meta.cpu_profiles.find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f)) ?? report.meta.cpu_profiles[0];
           const summaryFile = file.replace(/\.cpuprofile$/, '.summary.md');
           fs.writeFileSync(summaryFile, renderSummary(summarise(JSON.parse(fs.readFileSync(file, 'utf8')), 60, windows), 60));
           report.meta.cpu_profile_summary = summaryFile;
@@ -300,23 +274,32 @@ async function main() {
   log(`wrote ${path.relative(process.cwd(), outFile) || outFile}`);
 }
 
-/** Non-streaming chat at 1, 32 and 128 connections, direct vs through the gateway. */
-async function chatSection(p, targets, order, gw, fake) {
+/**
+ * Non-streaming chat at 1, 32 and 128 connections, direct vs through the gateway (and, with
+ * --floor, through the Express reference proxy), the order of the sides flipped every run.
+ */
+async function chatSection(p, targets, gw, fake) {
+  const sides = targets.floor ? ['direct', 'floor', 'gateway'] : ['direct', 'gateway'];
   const levels = [];
   for (const connections of p.chat.connections) {
-    const runs = { direct: [], gateway: [] };
+    const runs = Object.fromEntries(sides.map((s) => [s, []]));
     for (let run = 0; run < p.runs; run++) {
-      for (const side of order(run)) {
+      for (const side of run % 2 === 0 ? sides : [...sides].reverse()) {
         const t = targets[side];
-        const pid = side === 'gateway' ? gw.pid : fake.pid;
+        const pid = side === 'gateway' ? gw.pid : side === 'floor' ? t.pid : fake.pid;
         const cpu0 = procs.cpuTimes(pid);
+        const th0 = procs.threadCpuTimes(pid);
         const t0 = process.hrtime.bigint();
         const r = await runLoad({ url: t.url + t.path, connections, seconds: p.chat.seconds, body: chatBody(t.model.json), headers: t.headers });
         const cpu1 = procs.cpuTimes(pid);
+        const th1 = procs.threadCpuTimes(pid);
         // CPU of the process serving this side: the gateway through it, the fake when direct.
         const perReq = (seconds) => (r.requests > 0 ? round((seconds / r.requests) * 1e6, 1) : null);
         r.cpu_us_per_req = perReq(cpu1.user + cpu1.sys - cpu0.user - cpu0.sys);
         r.cpu_sys_us_per_req = perReq(cpu1.sys - cpu0.sys);
+        // The JS thread apart from the rest (GC and compiler helpers, libuv pool, worker threads such as the embedded store's).
+        r.cpu_main_us_per_req = perReq(th1.main - th0.main);
+        r.cpu_other_threads_us_per_req = perReq(th1.others - th0.others);
         // CLOCK_MONOTONIC µs, the clock of V8's .cpuprofile timestamps: `profile-summary --window`.
         r.window_us = [Number(t0 / 1000n), Number(process.hrtime.bigint() / 1000n)];
         runs[side].push(r);
@@ -324,11 +307,18 @@ async function chatSection(p, targets, order, gw, fake) {
       }
     }
     const pairs = runs.direct.map((d, i) => ({ d, g: runs.gateway[i] }));
-    const keys = ['rps', 'p50', 'p90', 'p99', 'cpu_us_per_req', 'cpu_sys_us_per_req'];
+    const keys = ['rps', 'p50', 'p90', 'p99', 'cpu_us_per_req', 'cpu_sys_us_per_req', 'cpu_main_us_per_req', 'cpu_other_threads_us_per_req'];
     const level = {
       connections,
       direct: summarise(runs.direct, keys),
       gateway: summarise(runs.gateway, keys),
+      ...(runs.floor
+        ? {
+            floor: summarise(runs.floor, keys),
+            // Paired by run: the gateway's CPU per request over the Express floor's run next to it.
+            cpu_vs_floor: summary(runs.gateway.map((g, i) => g.cpu_us_per_req / runs.floor[i].cpu_us_per_req)),
+          }
+        : {}),
       // Paired by run: gateway minus the direct run next to it.
       added_ms: {
         p50: summary(pairs.map(({ d, g }) => g.p50 - d.p50)),
@@ -341,7 +331,9 @@ async function chatSection(p, targets, order, gw, fake) {
     };
     log(
       `chat c=${connections}: direct ${level.direct.rps.median} req/s p50 ${level.direct.p50.median} ms; gateway ${level.gateway.rps.median} req/s ` +
-        `p50 ${level.gateway.p50.median} p99 ${level.gateway.p99.median} ms, ${level.gateway.cpu_us_per_req.median} µs CPU/req`,
+        `p50 ${level.gateway.p50.median} p99 ${level.gateway.p99.median} ms, ${level.gateway.cpu_us_per_req.median} µs CPU/req ` +
+        `(main thread ${level.gateway.cpu_main_us_per_req.median}, other threads ${level.gateway.cpu_other_threads_us_per_req.median})` +
+        (level.floor ? `; Express floor ${level.floor.cpu_us_per_req.median} µs CPU/req, gateway/floor ${round(level.cpu_vs_floor.median, 2)}` : ''),
     );
     levels.push(level);
   }

@@ -47,6 +47,35 @@ function cpuTimes(pid) {
   return { user: Number(rest[11]) / CLK_TCK, sys: Number(rest[12]) / CLK_TCK };
 }
 
+/**
+ * CPU seconds of a process split by thread: `main` (the JS thread, tid = pid) and `others` (V8's
+ * GC and compiler helpers, the libuv pool, worker threads such as the embedded store's), with the
+ * busiest other thread apart, so a profile's "where" can be read against its "how much".
+ */
+function threadCpuTimes(pid) {
+  const out = { main: 0, others: 0, threads: {} };
+  let tids = [];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    let stat;
+    try {
+      stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // the thread ended between the listing and the read
+    }
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const seconds = (Number(rest[11]) + Number(rest[12])) / CLK_TCK;
+    out.threads[tid] = seconds;
+    if (Number(tid) === pid) out.main = seconds;
+    else out.others += seconds;
+  }
+  return out;
+}
+
 /** utime+stime of a process in seconds. */
 function cpuSeconds(pid) {
   const t = cpuTimes(pid);
@@ -72,7 +101,7 @@ function openFds(pid) {
 function removeStaleBuilds() {
   const base = path.join(ROOT, 'bench', '.build');
   for (const name of fs.existsSync(base) ? fs.readdirSync(base) : []) {
-    const pid = Number(/^run-(\d+)$/.exec(name)?.[1]);
+    const pid = Number(/^(?:run|ab)-(\d+)(?:-|$)/.exec(name)?.[1]);
     if (!pid || pid === process.pid) continue;
     try {
       process.kill(pid, 0);
@@ -85,15 +114,18 @@ function removeStaleBuilds() {
 /**
  * Builds the gateway from the working tree with `nest build` into a private folder under
  * bench/.build (so a concurrent `nest build` of dist/ by the test suite cannot pull files from under
- * a running bench); the assets (migrations, Lua) are copied by nest as for dist/.
+ * a running bench); the assets (migrations, Lua) are copied by nest as for dist/. `tree` builds
+ * another copy of the sources instead (a folder with its own src/, tsconfig.json and nest-cli.json,
+ * e.g. a commit extracted by `extractCommit`), into the same kind of private folder.
  */
-function buildGateway(name) {
+function buildGateway(name, { tree } = {}) {
   removeStaleBuilds();
+  const root = tree ?? ROOT;
   const dir = path.join(ROOT, 'bench', '.build', name);
-  fs.rmSync(dir, { recursive: true, force: true });
+  fs.rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
   fs.mkdirSync(dir, { recursive: true });
-  const rel = (p) => path.relative(ROOT, p).split(path.sep).join('/');
-  const up = path.relative(dir, ROOT).split(path.sep).join('/');
+  const rel = (p) => path.relative(root, p).split(path.sep).join('/');
+  const up = path.relative(dir, root).split(path.sep).join('/') || '.';
   const out = path.join(dir, 'dist');
   fs.writeFileSync(
     path.join(dir, 'tsconfig.json'),
@@ -104,19 +136,36 @@ function buildGateway(name) {
       exclude: [`${up}/node_modules`, `${up}/dist`, `${up}/**/*.spec.ts`],
     }),
   );
-  const cli = JSON.parse(fs.readFileSync(path.join(ROOT, 'nest-cli.json'), 'utf8'));
+  const cli = JSON.parse(fs.readFileSync(path.join(root, 'nest-cli.json'), 'utf8'));
   cli.compilerOptions.assets = (cli.compilerOptions.assets ?? []).map((a) => (typeof a === 'string' ? a : { ...a, outDir: rel(out) }));
   fs.writeFileSync(path.join(dir, 'nest-cli.json'), JSON.stringify(cli));
   const nest = require.resolve('@nestjs/cli/bin/nest.js', { paths: [ROOT] });
   const started = Date.now();
   const r = spawnSync(process.execPath, [nest, 'build', '-c', rel(path.join(dir, 'nest-cli.json')), '-p', rel(path.join(dir, 'tsconfig.json'))], {
-    cwd: ROOT,
+    cwd: root,
     encoding: 'utf8',
   });
   if (r.status !== 0 || !fs.existsSync(path.join(out, 'main.js'))) {
     throw new Error(`nest build failed (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
   }
   return { dir, main: path.join(out, 'main.js'), ms: Date.now() - started, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * The gateway's sources at a commit (`git archive`: src/, tsconfig.json, nest-cli.json), extracted
+ * under bench/.build/<name>/tree, so `buildGateway(…, { tree })` builds them; the repository and its
+ * working tree are only read. Under bench/, so the build resolves the same node_modules.
+ */
+function extractCommit(rev, name) {
+  const tree = path.join(ROOT, 'bench', '.build', name, 'tree');
+  fs.rmSync(tree, { recursive: true, force: true });
+  fs.mkdirSync(tree, { recursive: true });
+  const archive = spawnSync('git', ['archive', '--format=tar', rev, 'src', 'tsconfig.json', 'nest-cli.json'], { cwd: ROOT, maxBuffer: 1 << 30 });
+  if (archive.status !== 0) throw new Error(`git archive ${rev} failed: ${archive.stderr}`);
+  const untar = spawnSync('tar', ['-x', '-C', tree], { input: archive.stdout });
+  if (untar.status !== 0) throw new Error(`extracting ${rev} failed: ${untar.stderr}`);
+  const commit = spawnSync('git', ['rev-parse', '--short', rev], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
+  return { tree, commit };
 }
 
 /** Starts the fake upstream as its own process (so its work does not share the harness's event loop). */
@@ -148,6 +197,23 @@ function startFake(options) {
     };
     child.stdout.setEncoding('utf8').on('data', onData);
     child.once('exit', (code) => reject(new Error(`fake upstream exited (${code}) before listening`)));
+  });
+}
+
+/**
+ * Starts a reference proxy of `npm run bench:floor` (lib/floor-proxy.js, kind `node` or `express`)
+ * in front of the fake upstream; it exits when the harness's end of its stdin closes.
+ */
+function startFloorProxy(kind, upstreamPort) {
+  const child = spawnWithFds([process.execPath, '-r', path.join(__dirname, 'orphan-guard.js'), path.join(__dirname, 'floor-proxy.js'), kind, String(upstreamPort)], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    child.stdout.setEncoding('utf8').once('data', (s) =>
+      resolve({ child, pid: child.pid, url: `http://127.0.0.1:${JSON.parse(s).port}`, stop: () => stopChild(child) }),
+    );
+    child.once('exit', (code) => reject(new Error(`${kind} floor proxy exited (${code}) before listening`)));
   });
 }
 
@@ -242,4 +308,4 @@ function gatewayEnv({ tmp, port, config, dataDir, extra = {} }) {
   };
 }
 
-module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, startFake, startGateway, stopChild, tail, cleanupStack, gatewayEnv };
+module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, threadCpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, extractCommit, startFake, startFloorProxy, startGateway, stopChild, tail, cleanupStack, gatewayEnv };

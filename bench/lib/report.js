@@ -17,7 +17,17 @@ function evaluateBudget(report) {
   const item = (name, limit, value, met, note) => ({ name, limit, value: value ?? null, met: value === null || value === undefined ? null : met, ...(note ? { note } : {}) });
   const v32 = at(32);
   const v1 = at(1);
+  const oneK = mem.find((l) => l.requested === 1000);
+  const servers = /--servers/.test(report.meta.store ?? '');
+  const idleLimit = servers ? 100 : 200;
+  const stream1 = streams.find((l) => l.concurrency === 1);
+  const vsFloor = (l) => l?.cpu_vs_floor?.median;
   return [
+    item('CPU per non-streaming request / the Express floor of the same run (32 connections)', '≤ 2×', vsFloor(v32), vsFloor(v32) <= 2, v32?.floor ? `${v32.gateway.cpu_us_per_req.median} / ${v32.floor.cpu_us_per_req.median} µs` : 'needs --floor'),
+    item('CPU per non-streaming request / the Express floor of the same run (1 connection)', '≤ 2×', vsFloor(v1), vsFloor(v1) <= 2, v1?.floor ? `${v1.gateway.cpu_us_per_req.median} / ${v1.floor.cpu_us_per_req.median} µs` : 'needs --floor'),
+    item('added TTFB p50 at 1 stream', '< 1 ms', stream1?.added_ms.ttfb_p50.median, stream1?.added_ms.ttfb_p50.median < 1),
+    item(`RSS idle, after warm-up (${servers ? 'Postgres + Redis' : 'embedded default'})`, `< ${idleLimit} MiB`, oneK?.rss_before_mib, oneK?.rss_before_mib < idleLimit),
+    item('RSS added by 1,000 open slow streams', '< 100 MiB, all 1,000 open', oneK ? Math.round((oneK.rss_mib - oneK.rss_before_mib) * 10) / 10 : null, oneK ? oneK.rss_mib - oneK.rss_before_mib < 100 && oneK.open === 1000 : null),
     item('CPU per non-streaming request (32 connections)', '≤ 150 µs', v32?.gateway.cpu_us_per_req.median, v32?.gateway.cpu_us_per_req.median <= 150),
     item('added latency p50 at 1 connection', '≤ 0.5 ms', v1?.added_ms.p50.median, v1?.added_ms.p50.median <= 0.5),
     item('added latency p99 at 32 connections', '≤ 3 ms', v32?.added_ms.p99.median, v32?.added_ms.p99.median <= 3),
@@ -51,11 +61,12 @@ function renderMarkdown(r) {
     out.push('| conns | side | req/s | p50 | p90 | p99 | CPU µs/req | of which sys |');
     out.push('|---:|---|---:|---:|---:|---:|---:|---:|');
     for (const l of chat.levels) {
-      for (const side of ['direct', 'gateway']) {
+      for (const side of ['direct', ...(l.floor ? ['floor'] : []), 'gateway']) {
         const s = l[side];
-        out.push(`| ${l.connections} | ${side} | ${mm(s.rps, 0)} | ${mm(s.p50, 3)} | ${mm(s.p90, 3)} | ${mm(s.p99, 3)} | ${mm(s.cpu_us_per_req, 0)} | ${fmt(s.cpu_sys_us_per_req?.median, 0)} |`);
+        out.push(`| ${l.connections} | ${side === 'floor' ? 'Express floor' : side} | ${mm(s.rps, 0)} | ${mm(s.p50, 3)} | ${mm(s.p90, 3)} | ${mm(s.p99, 3)} | ${mm(s.cpu_us_per_req, 0)} | ${fmt(s.cpu_sys_us_per_req?.median, 0)} |`);
       }
       out.push(`| ${l.connections} | **added** | ${fmt(l.rps_ratio.median * 100, 1)} % of direct | ${mm(l.added_ms.p50, 3)} | ${mm(l.added_ms.p90, 3)} | ${mm(l.added_ms.p99, 3)} | | |`);
+      if (l.floor) out.push(`| ${l.connections} | **gateway / floor** | | | | | ${mm(l.cpu_vs_floor, 2)} × | |`);
     }
   }
   const rs = r.sections.responses;
