@@ -21,6 +21,7 @@ const OTHER = `other-${run}`;
 const K = {
   rpm: `gw-rpm-${run}`,
   tpm: `gw-tpm-${run}`,
+  stream: `gw-stream-${run}`,
   budget: `gw-budget-${run}`,
   listed: `gw-listed-${run}`,
   expired: `gw-expired-${run}`,
@@ -53,6 +54,7 @@ organizations:
     api_keys:
       - { id: rpm, key: "${K.rpm}", limits: { requests_per_minute: 100 } }
       - { id: tpm, key: "${K.tpm}", limits: { tokens_per_minute: 60 } }
+      - { id: stream, key: "${K.stream}", limits: { tokens_per_minute: 60 } }
       - { id: budget, key: "${K.budget}", limits: { monthly_budget_usd: 100 } }
       - { id: listed, key: "${K.listed}", limits: { models: [m, auto, emb] } }
       - { id: expired, key: "${K.expired}", limits: { expires_at: "2020-01-01T00:00:00Z", requests_per_minute: 5 } }
@@ -140,6 +142,25 @@ describeEachStore('Limits', (env) => {
     expect(admitted).toBe(Math.floor((60 - 11) / used) + 1);
     // Responses shares the key's window.
     expect((await responses(K.tpm)).status).toBe(429);
+  });
+
+  it('tokens_per_minute on a stream: settled when the stream ends, from its usage', async () => {
+    // Charged 1 + 40 up front; the answer uses about 16. Unsettled, the second request (41 + 41) would not fit 60.
+    const stream = async () => {
+      const r = await chat(K.stream, 'm', { max_tokens: 40, stream: true, stream_options: { include_usage: true } });
+      expect(r.status).toBe(200);
+      expect(r.text).toContain('data: [DONE]');
+      return JSON.parse(r.text.split('\n\n').filter((l) => l.includes('"usage":{')).pop()!.slice(6)).usage.total_tokens as number;
+    };
+    const used = await stream();
+    expect(used).toBeLessThan(19);
+    // The trace (and so the settle) follows the end of the stream by a moment.
+    let second: Reply;
+    const deadline = Date.now() + 5_000;
+    do second = await chat(K.stream, 'm', { max_tokens: 40 });
+    while (second.status === 429 && Date.now() < deadline);
+    expect(second.status).toBe(200);
+    expect((await chat(K.stream, 'm', { max_tokens: 40 })).json.error.code).toBe('rate_limited');
   });
 
   it('monthly_budget_usd 100: exactly 100 one-dollar requests of 1,000 at once, then 429 budget_exceeded on every endpoint that spends', async () => {
