@@ -132,3 +132,22 @@ describe('ModelsService.find', () => {
     }
   });
 });
+
+describe('ModelsService with a models allow-list (README "Limits")', () => {
+  const s = service();
+  const listed = makeCaller({ orgId: 'acme', limits: { key: { models: ['zeta', 'auto', 'mock2/both', 'acme-fast'] }, org: { models: ['zeta', 'auto', 'both', 'embed'] } } });
+
+  it('lists only the names both the key\'s and the organisation\'s lists allow', () => {
+    expect(s.list(listed).map((m) => m.id)).toEqual(['auto', 'zeta']);
+    expect(s.list(makeCaller({ orgId: 'acme', limits: { org: { models: ['embed', 'acme-fast'] } } })).map((m) => m.id)).toEqual(['acme-fast', 'embed']);
+  });
+
+  it('finds an allowed name or pair; any other name is the 404 of an unknown one', () => {
+    expect(s.find(listed, 'zeta')).toEqual({ id: 'zeta', ownedBy: 'mock' });
+    expect(s.find(listed, 'mock2/both')).toEqual({ id: 'mock2/both', ownedBy: 'mock2' });
+    for (const id of ['both', 'mock/both', 'embed', 'acme-fast', 'gpt-4o-mini']) {
+      const err = notFound(() => s.find(listed, id));
+      expect([id, err.code, err.message]).toEqual([id, 'model_not_found', `The model "${id}" does not exist or no route serves it.`]);
+    }
+  });
+});
