@@ -33,7 +33,18 @@
  * separately for the seeds the defaults of `routing.exploration` were chosen on (1–30, TUNING_SEEDS)
  * and for the held-out ones (31 and up), so a figure that was tuned for is never the only one shown.
  *
- * Environment: ROUTING_SIM_SEEDS (default 60), ROUTING_SIM_SESSIONS (default 2000); diagnostics only:
+ * Drift scenarios (README "Drift: change detection"), feedback_driven alone, DRIFT_SEEDS seeds each:
+ * an abrupt drop of the best model, an abrupt rise of a neglected one (both at a session in
+ * 900–1,099), a slow decline of the best over sessions 500–1,500, and a control with no change and
+ * noisier feedback over 4,000 sessions. Each reports the sessions from the change to the beat that
+ * detected it, the sessions until 50 % and 90 % of a window of SHARE_WINDOW sessions is on the new
+ * best, the regret against the oracle that knows every model's true outcome at every session, and
+ * the false alarms per 10,000 sessions per model; results in bench/results/routing-drift-latest.json.
+ *
+ * Environment: ROUTING_SIM_SEEDS (default 60), ROUTING_SIM_SESSIONS (default 2000),
+ * ROUTING_SIM_SCENARIOS (default `stationary,drop,rise,slow,control`), ROUTING_SIM_DRIFT_SEEDS
+ * (default 20), ROUTING_SIM_ROUTING (extra `routing:` keys, e.g. `retry_starved: { enabled: false }`,
+ * to compare settings; ROUTING_SIM_DRIFT_WRITE=0 keeps the last drift results); diagnostics only:
  * ROUTING_SIM_POLICIES (comma list, default all four; the others then report no figures, and the
  * run prints regret per seed and per stretch of sessions instead of writing results),
  * ROUTING_SIM_FIRST_SEED (default 1: seeds FIRST … FIRST + SEEDS − 1) and ROUTING_SIM_TRACE=<seed>
@@ -148,9 +159,9 @@ interface User {
   completionTokens: number;
 }
 
-function makeUsers(seed: number): User[] {
+function makeUsers(seed: number, sessions = SESSIONS): User[] {
   const r = mulberry32(seed * 7919 + 17);
-  return Array.from({ length: SESSIONS }, () => ({
+  return Array.from({ length: sessions }, () => ({
     uScore: r(),
     uUseful: r(),
     uGives: r(),
@@ -163,11 +174,26 @@ function makeUsers(seed: number): User[] {
   }));
 }
 
-function feedbackOf(u: User, m: number): { score: number; useful: boolean } | null {
+/**
+ * What the simulated users meet: each model's score distribution and useful rate at session i, and
+ * the share of random answers. The stationary world is the models as listed; the drift scenarios
+ * (DRIFTS) change one of them part-way.
+ */
+interface World {
+  cdf(m: number, i: number): number[];
+  usefulRate(m: number, i: number): number;
+  /** True mean outcome of model m at session i (regret, the oracle's best). */
+  trueY(m: number, i: number): number;
+  noiseRate: number;
+}
+
+const STATIONARY: World = { cdf: (m) => CDF[m], usefulRate: (m) => MODELS[m].usefulRate, trueY: (m) => TRUE_Y[m], noiseRate: NOISE_RATE };
+
+function feedbackOf(u: User, m: number, i: number, world: World = STATIONARY): { score: number; useful: boolean } | null {
   if (u.uGives >= FEEDBACK_RATE) return null;
-  if (u.uNoise < NOISE_RATE) return { score: Math.min(10, Math.floor(u.uNoiseScore * 11)), useful: u.uNoiseUseful < 0.5 };
-  const score = CDF[m].findIndex((c) => u.uScore < c);
-  return { score: score < 0 ? 10 : score, useful: u.uUseful < MODELS[m].usefulRate };
+  if (u.uNoise < world.noiseRate) return { score: Math.min(10, Math.floor(u.uNoiseScore * 11)), useful: u.uNoiseUseful < 0.5 };
+  const score = world.cdf(m, i).findIndex((c) => u.uScore < c);
+  return { score: score < 0 ? 10 : score, useful: u.uUseful < world.usefulRate(m, i) };
 }
 
 const costOf = (u: User, m: number) => (u.promptTokens * MODELS[m].inPerMtok + u.completionTokens * MODELS[m].outPerMtok) / 1e6;
@@ -184,11 +210,18 @@ interface RunResult {
   shadowCost: number[]; // smart_cost's pick over feedback_driven's stats (feedback_driven run only)
   calDry: CalPoint[];
   calLive: CalPoint[];
+  /** Change points the detector recorded, each with the number of sessions served when the beat that found it ran. */
+  changes: Array<{ model: number; direction: string; atSession: number }>;
+  /** Sessions whose pick was a re-try of a starved or rising candidate (feedback_driven). */
+  retries: number;
 }
 
-async function runPolicy(policy: Policy, seed: number, users: User[]): Promise<RunResult> {
+/** ROUTING_SIM_ROUTING: extra `routing:` keys (a YAML flow mapping's inside), e.g. `retry_starved: { enabled: false }`. */
+const ROUTING_EXTRA = process.env.ROUTING_SIM_ROUTING ?? '';
+
+async function runPolicy(policy: Policy, seed: number, users: User[], world: World = STATIONARY): Promise<RunResult> {
   const env = { GATEWAY_DATA_DIR: '/tmp/routing-sim-unused' };
-  const config = new AppConfig(loadEnv(env), loadGatewayConfig(YAML, env));
+  const config = new AppConfig(loadEnv(env), loadGatewayConfig(ROUTING_EXTRA ? `${YAML}\nrouting: { ${ROUTING_EXTRA} }\n` : YAML, env));
   const sql: SqlStore = await createTestPglite();
   const snapshot = new StatsSnapshotService();
   const metrics = new MetricsService();
@@ -197,7 +230,8 @@ async function runPolicy(policy: Policy, seed: number, users: User[]): Promise<R
   const rng = mulberry32(seed * 104729 + policy.length * 31 + policy.charCodeAt(0));
   const epsRng = mulberry32(seed * 1299709 + 5);
 
-  const out: RunResult = { choices: [], shadowCost: [], calDry: [], calLive: [] };
+  const out: RunResult = { choices: [], shadowCost: [], calDry: [], calLive: [], changes: [], retries: 0 };
+  const sessions = users.length;
   const pending: Array<{ due: number; rows: Array<{ session: string; score: number; useful: boolean }> }> = [];
   const input = (model: string, requestId: string, mode: 'live' | 'dry-run') => ({
     caller: CALLER,
@@ -212,17 +246,19 @@ async function runPolicy(policy: Policy, seed: number, users: User[]): Promise<R
   const pick = (d: RoutingDecision) => idx(d.plan[0].model);
 
   try {
-    for (let beat = 0; beat * BEAT < SESSIONS; beat++) {
+    for (let beat = 0; beat * BEAT < sessions; beat++) {
       const traces: unknown[][] = [];
       const fb: Array<{ session: string; score: number; useful: boolean }> = [];
-      for (let i = beat * BEAT; i < Math.min(SESSIONS, (beat + 1) * BEAT); i++) {
+      for (let i = beat * BEAT; i < Math.min(sessions, (beat + 1) * BEAT); i++) {
         const u = users[i];
         const session = `s${seed}-${i}`;
         let m: number;
         if (policy === 'feedback_driven' || policy === 'smart_cost') {
           const d = routing.route(input(policy === 'feedback_driven' ? 'auto' : 'auto-cost', session, 'live'));
           m = pick(d);
-          if (policy === 'feedback_driven') {
+          if (d.insight.evidence?.retry) out.retries++;
+          // The stationary scenario's calibration and smart_cost shadow (the drift scenarios report neither).
+          if (policy === 'feedback_driven' && world === STATIONARY) {
             if (d.insight.confidence !== null) out.calLive.push({ confidence: d.insight.confidence, best: m === BEST });
             out.shadowCost.push(pick(routing.route(input('auto-cost', `${session}-shadow`, 'live'))));
           }
@@ -241,7 +277,7 @@ async function runPolicy(policy: Policy, seed: number, users: User[]): Promise<R
         out.choices.push(m);
         const latency = MODELS[m].latencyMs * (0.7 + 0.6 * u.uLatency);
         traces.push([session, ORG, 'sim-key', session, 'chat', 'auto', 'sim', policy, 'mock', MODELS[m].id, 200, latency, u.promptTokens, u.completionTokens, costOf(u, m)]);
-        const f = feedbackOf(u, m);
+        const f = feedbackOf(u, m, i, world);
         if (f) fb.push({ session, ...f });
       }
       await insertTraces(sql, traces);
@@ -250,7 +286,9 @@ async function runPolicy(policy: Policy, seed: number, users: User[]): Promise<R
       pending.splice(0, pending.length, ...pending.filter((p) => p.due > beat));
       const run = await job.run();
       if (run.aggregation !== 'done' || run.snapshot !== 'refreshed') throw new Error(`aggregation: ${JSON.stringify(run)}`);
-      if (policy === 'feedback_driven') {
+      const found = await sql.query<{ model: string; direction: string }>(`SELECT model, direction FROM learning_epochs WHERE id > $1 ORDER BY id`, [out.changes.length]);
+      for (const c of found.rows) out.changes.push({ model: idx(c.model), direction: c.direction, atSession: Math.min(sessions, (beat + 1) * BEAT) });
+      if (policy === 'feedback_driven' && (world === STATIONARY || seed === TRACE_SEED)) {
         const d = routing.route(input('auto', `dry-${seed}-${beat}`, 'dry-run'));
         if (d.insight.confidence !== null) out.calDry.push({ confidence: d.insight.confidence, best: pick(d) === BEST });
         if (seed === TRACE_SEED) traceBeat(beat, out.choices.slice(beat * BEAT), new LearnedScorer(config.gateway.routing, config.gateway.models, snapshot), d);
@@ -269,7 +307,8 @@ function traceBeat(beat: number, choices: number[], scorer: LearnedScorer, d: Ro
     const a = scorer.assess({ provider: 'mock', model: m.id }, ORG, now);
     const share = choices.filter((c) => c === i).length;
     const sess = a.signals.session === null ? '  –  ' : a.signals.session.toFixed(3);
-    return `${m.id.slice(0, 8).padEnd(8)} ${String(share).padStart(2)} n=${String(a.n).padStart(4)} ${a.phase.slice(0, 4)} m0=${a.prior.toFixed(3)} ȳ=${sess} μ=${a.score.toFixed(3)}±${Math.sqrt(a.variance).toFixed(3)}`;
+    const drift = `${a.change ? ` Δ${a.change.direction}` : ''}${a.served ? ` idle=${a.served.requestsSince}` : ''}${a.riseEvidence > 0 ? ` rise=${a.riseEvidence.toFixed(2)}` : ''}`;
+    return `${m.id.slice(0, 8).padEnd(8)} ${String(share).padStart(2)} n=${String(a.n).padStart(4)} ${a.phase.slice(0, 4)} m0=${a.prior.toFixed(3)} ȳ=${sess} μ=${a.score.toFixed(3)}±${Math.sqrt(a.variance).toFixed(3)}${drift}`;
   });
   process.stdout.write(`b${String(beat).padStart(3)} conf=${d.insight.confidence?.toFixed(2)} | ${cells.join(' | ')}\n`);
 }
@@ -359,9 +398,216 @@ const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(1)} %` : '
 const f1 = (x: number) => x.toFixed(1);
 const range = (xs: number[], fmt: (x: number) => string) => `${fmt(mean(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`;
 
-test(
-  'routing learning benchmark',
-  async () => {
+// ---------- drift scenarios ----------
+
+/** ROUTING_SIM_SCENARIOS: which to run (default all): stationary (the four routers above), drop, rise, slow, control. */
+const SCENARIOS = new Set((process.env.ROUTING_SIM_SCENARIOS ?? 'stationary,drop,rise,slow,control').split(',').map((x) => x.trim()));
+/** Seeds per drift scenario (ROUTING_SIM_DRIFT_SEEDS, default 20): seeds FIRST … FIRST + DRIFT_SEEDS − 1. */
+const DRIFT_SEEDS = Number(process.env.ROUTING_SIM_DRIFT_SEEDS ?? 20);
+/** "x % of the traffic on the new best from session s" = of sessions s … s + SHARE_WINDOW − 1. */
+const SHARE_WINDOW = 50;
+
+/**
+ * A drift scenario (README "Drift: change detection"): one model's score distribution and useful rate
+ * change part-way (`model` null: none changes, the control), the feedback_driven router serves every
+ * session, and what it did is compared with the oracle that knows every model's true outcome at every
+ * session.
+ */
+interface Drift {
+  name: 'drop' | 'rise' | 'slow' | 'control';
+  title: string;
+  sessions: number;
+  model: number | null;
+  /** The changing model's score mean and useful rate at session i, the change starting at session c. */
+  quality(i: number, c: number): { scoreMean: number; usefulRate: number };
+  /**
+   * The first session of the change for a seed (the control: none, the run's length). The abrupt
+   * changes fall anywhere in sessions 900–1,099, so no seed's change lines up with a re-try's cycle.
+   */
+  changeAt(seed: number): number;
+  noiseRate: number;
+}
+
+const abruptAt = (seed: number) => 900 + ((seed * 37) % 200);
+
+const BAL = MODELS.findIndex((m) => m.id === 'balanced-pro');
+const LEGACY = MODELS.findIndex((m) => m.id === 'legacy-7b');
+const DRIFTS: Drift[] = [
+  {
+    name: 'drop',
+    title: 'abrupt drop of the best (balanced-pro 8.6/0.86 → 6.0/0.55, at a session in 900–1,099)',
+    sessions: 2000,
+    model: BAL,
+    quality: (i, c) => (i < c ? { scoreMean: 8.6, usefulRate: 0.86 } : { scoreMean: 6.0, usefulRate: 0.55 }),
+    changeAt: abruptAt,
+    noiseRate: NOISE_RATE,
+  },
+  {
+    name: 'rise',
+    title: 'abrupt rise of a neglected model (legacy-7b 5.8/0.50 → 9.4/0.95, at a session in 900–1,099)',
+    sessions: 2000,
+    model: LEGACY,
+    quality: (i, c) => (i < c ? { scoreMean: 5.8, usefulRate: 0.5 } : { scoreMean: 9.4, usefulRate: 0.95 }),
+    changeAt: abruptAt,
+    noiseRate: NOISE_RATE,
+  },
+  {
+    name: 'slow',
+    title: 'slow decline of the best (balanced-pro 8.6/0.86 → 6.0/0.55, linearly over sessions 500–1,500)',
+    sessions: 2000,
+    model: BAL,
+    quality: (i) => {
+      const t = Math.min(1, Math.max(0, (i - 500) / 1000));
+      return { scoreMean: 8.6 - 2.6 * t, usefulRate: 0.86 - 0.31 * t };
+    },
+    changeAt: () => 500,
+    noiseRate: NOISE_RATE,
+  },
+  {
+    name: 'control',
+    title: 'no change, noisy feedback (30 % of answers random), 4,000 sessions',
+    sessions: 4000,
+    model: null,
+    quality: () => ({ scoreMean: 0, usefulRate: 0 }),
+    changeAt: () => 4000,
+    noiseRate: 0.3,
+  },
+];
+
+function worldOf(d: Drift, c: number): World {
+  const byQuality = new Map<string, { cdf: number[]; y: number }>();
+  const changing = (i: number) => {
+    const q = d.quality(i, c);
+    const key = `${q.scoreMean}|${q.usefulRate}`;
+    let v = byQuality.get(key);
+    if (!v) {
+      const pmf = scorePmf(q.scoreMean);
+      const cdf = pmf.map((_, k) => pmf.slice(0, k + 1).reduce((a, b) => a + b, 0));
+      const score = pmf.reduce((acc, pk, k) => acc + pk * k, 0);
+      v = { cdf, y: W_SCORE * (score / 10) + W_USEFUL * q.usefulRate };
+      byQuality.set(key, v);
+    }
+    return v;
+  };
+  return {
+    cdf: (m, i) => (m === d.model ? changing(i).cdf : CDF[m]),
+    usefulRate: (m, i) => (m === d.model ? d.quality(i, c).usefulRate : MODELS[m].usefulRate),
+    trueY: (m, i) => (m === d.model ? changing(i).y : TRUE_Y[m]),
+    noiseRate: d.noiseRate,
+  };
+}
+
+interface DriftSeed {
+  seed: number;
+  changeAt: number;
+  /** Sessions from the change to the beat that found it (the changing model's first change point at or after the change); null: none. */
+  toDetect: number | null;
+  /** Sessions from the oracle's new best to the first window of SHARE_WINDOW sessions with ≥ 50 % / ≥ 90 % of them on it; null: never. */
+  to50: number | null;
+  to90: number | null;
+  /** Share of the new best over the last 100 sessions of the scenario. */
+  finalShare: number;
+  /** Σ (oracle's true outcome − chosen model's) over the whole run, and from the change on. */
+  regret: number;
+  regretAfter: number;
+  /** Change points that are not the changing model's at or after its change. */
+  falseAlarms: number;
+  retries: number;
+}
+
+const median = (xs: Array<number | null>) => {
+  const v = xs.map((x) => (x === null ? Infinity : x)).sort((a, b) => a - b);
+  if (!v.length) return NaN;
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+};
+const quantile = (xs: Array<number | null>, q: number) => {
+  const v = xs.map((x) => (x === null ? Infinity : x)).sort((a, b) => a - b);
+  return v[Math.min(v.length - 1, Math.floor(q * v.length))];
+};
+const sessionsText = (x: number) => (Number.isFinite(x) ? `${Math.round(x)}` : 'never');
+
+async function driftScenarios(drifts: Drift[]): Promise<void> {
+  const started = Date.now();
+  const results: Record<string, { title: string; seeds: DriftSeed[] }> = {};
+  for (const d of drifts) {
+    const seeds: DriftSeed[] = [];
+    for (let seed = FIRST_SEED; seed < FIRST_SEED + DRIFT_SEEDS; seed++) {
+      const changeAt = d.changeAt(seed);
+      const world = worldOf(d, changeAt);
+      const oracle = Array.from({ length: d.sessions }, (_, i) => {
+        const ys = MODELS.map((_, m) => world.trueY(m, i));
+        return ys.indexOf(Math.max(...ys));
+      });
+      const before = oracle[0];
+      const newBestFrom = oracle.findIndex((b, i) => i >= changeAt && b !== before);
+      const r = await runPolicy('feedback_driven', seed, makeUsers(seed, d.sessions), world);
+      const regretAt = (i: number) => world.trueY(oracle[i], i) - world.trueY(r.choices[i], i);
+      const firstWindow = (share: number) => {
+        if (newBestFrom < 0) return null;
+        for (let s0 = newBestFrom; s0 + SHARE_WINDOW <= d.sessions; s0++) {
+          const w = r.choices.slice(s0, s0 + SHARE_WINDOW);
+          if (w.filter((c, k) => c === oracle[s0 + k]).length >= share * SHARE_WINDOW) return s0 - newBestFrom;
+        }
+        return null;
+      };
+      const hit = d.model === null ? undefined : r.changes.find((c) => c.model === d.model && c.atSession > changeAt);
+      const tail = r.choices.slice(-100);
+      seeds.push({
+        seed,
+        changeAt,
+        toDetect: hit ? hit.atSession - changeAt : null,
+        to50: firstWindow(0.5),
+        to90: firstWindow(0.9),
+        finalShare: tail.filter((c, k) => c === oracle[d.sessions - 100 + k]).length / tail.length,
+        regret: r.choices.reduce((acc, _, i) => acc + regretAt(i), 0),
+        regretAfter: r.choices.reduce((acc, _, i) => acc + (i >= changeAt ? regretAt(i) : 0), 0),
+        falseAlarms: r.changes.filter((c) => c.model !== d.model || c.atSession <= changeAt).length,
+        retries: r.retries,
+      });
+    }
+    results[d.name] = { title: d.title, seeds };
+    process.stdout.write(`drift scenario ${d.name} done (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
+  }
+
+  const lines: string[] = ['', `## Drift scenarios (feedback_driven, ${DRIFT_SEEDS} seeds each; median over seeds, (10th–90th percentile) where shown)`, ''];
+  lines.push('| scenario | sessions to detect | to 50 % on the new best | to 90 % | new best, last 100 sessions | regret vs oracle after the change (whole run) | false alarms per 10,000 sessions per model | re-tries |');
+  lines.push('|---|---|---|---|---|---|---|---|');
+  const summary: Record<string, unknown> = {};
+  for (const d of drifts) {
+    const xs = results[d.name].seeds;
+    const fa = xs.reduce((n, x) => n + x.falseAlarms, 0);
+    const faRate = (fa / (xs.length * d.sessions * MODELS.length)) * 10_000;
+    const row = {
+      toDetect: { median: median(xs.map((x) => x.toDetect)), p10: quantile(xs.map((x) => x.toDetect), 0.1), p90: quantile(xs.map((x) => x.toDetect), 0.9), missed: xs.filter((x) => x.toDetect === null).length },
+      to50: { median: median(xs.map((x) => x.to50)), p90: quantile(xs.map((x) => x.to50), 0.9) },
+      to90: { median: median(xs.map((x) => x.to90)), p90: quantile(xs.map((x) => x.to90), 0.9) },
+      finalShare: mean(xs.map((x) => x.finalShare)),
+      regretAfter: mean(xs.map((x) => x.regretAfter)),
+      regret: mean(xs.map((x) => x.regret)),
+      falseAlarms: fa,
+      falseAlarmsPerTenThousandSessionsPerModel: faRate,
+      retriesPerSeed: mean(xs.map((x) => x.retries)),
+    };
+    summary[d.name] = { title: d.title, sessions: d.sessions, ...row, perSeed: xs };
+    const detect = d.model === null ? '–' : `${sessionsText(row.toDetect.median)} (${sessionsText(row.toDetect.p10)}–${sessionsText(row.toDetect.p90)})${row.toDetect.missed ? `, ${row.toDetect.missed} missed` : ''}`;
+    const share = (x: { median: number; p90: number }) => (d.model === null ? '–' : `${sessionsText(x.median)} (90th pct ${sessionsText(x.p90)})`);
+    lines.push(
+      `| ${d.title} | ${detect} | ${share(row.to50)} | ${share(row.to90)} | ${d.model === null ? '–' : pct(row.finalShare)} | ${f1(row.regretAfter)} (${f1(row.regret)}) | ${faRate.toFixed(2)} (${fa}) | ${f1(row.retriesPerSeed)} |`,
+    );
+  }
+  lines.push('', `Sessions counted from the change (to detect: to the end of the beat that found it) or, for the traffic shares, from the first session where the oracle's best model changed; a share is of the ${SHARE_WINDOW} sessions from that one on. Routing overrides: ${ROUTING_EXTRA || 'none'}.`);
+  lines.push(`(${((Date.now() - started) / 1000).toFixed(1)} s)`, '');
+  process.stdout.write(lines.join('\n') + '\n');
+  if (process.env.ROUTING_SIM_DRIFT_WRITE === '0') return;
+  const dir = join(__dirname, 'results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(
+    join(dir, 'routing-drift-latest.json'),
+    JSON.stringify({ generatedAt: new Date().toISOString(), seeds: DRIFT_SEEDS, firstSeed: FIRST_SEED, beat: BEAT, shareWindow: SHARE_WINDOW, routingOverrides: ROUTING_EXTRA || null, scenarios: summary, durationSeconds: (Date.now() - started) / 1000 }, null, 2) + '\n',
+  );
+}
+
+async function stationary(): Promise<void> {
     const started = Date.now();
     const policies: Policy[] = ['feedback_driven', 'epsilon_greedy', 'static_prior', 'smart_cost'];
     const runs: Record<Policy, RunResult[]> = { feedback_driven: [], epsilon_greedy: [], static_prior: [], smart_cost: [] };
@@ -448,6 +694,11 @@ test(
     lines.push('', `Targets: ≥ 90 % on the best model by ${last} sessions: ${pct(targets.shareOnBestAt2000.value)} → ${targets.shareOnBestAt2000.met ? 'met' : 'NOT met'}; regret ≤ ½ of epsilon-greedy's: ratio ${targets.regretVsEpsilonGreedy.value.toFixed(3)} → ${targets.regretVsEpsilonGreedy.met ? 'met' : 'NOT met'}.`);
     const ratioText = (x: ReturnType<typeof ratioWithInterval>) => (x.seeds === 0 ? '–' : `${x.ratio.toFixed(3)} (95 % interval ${x.low.toFixed(3)}–${x.high.toFixed(3)}, ${x.seeds} seeds)`);
     lines.push(`Regret ratio, paired bootstrap over seeds: all ${ratioText(ratio)}; seeds 1–${TUNING_SEEDS} (routing.exploration chosen on them) ${ratioText(tuning)}; held-out seeds > ${TUNING_SEEDS} ${ratioText(heldOut)}.`);
+    const fdChanges = runs.feedback_driven.reduce((n, r) => n + r.changes.length, 0);
+    const fdSessions = runs.feedback_driven.length * SESSIONS;
+    lines.push(
+      `feedback_driven without any change: ${fdChanges} change point(s) detected in ${fdSessions} sessions × ${MODELS.length} models (${((fdChanges / (fdSessions * MODELS.length)) * 10_000).toFixed(2)} false alarms per 10,000 sessions per model); ${runs.feedback_driven.reduce((n, r) => n + r.retries, 0)} re-tries of starved or rising models (${pct(runs.feedback_driven.reduce((n, r) => n + r.retries, 0) / fdSessions)} of sessions).`,
+    );
     lines.push(`(${((Date.now() - started) / 1000).toFixed(1)} s)`, '');
     process.stdout.write(lines.join('\n') + '\n');
     if (ONLY) {
@@ -477,12 +728,23 @@ test(
           smartCost: { live: perPolicy.smart_cost.cost, shadowOverFeedbackDriven: shadow, shadowOverFeedbackDrivenLastWindow: shadowLate, shadowModelSharesLastWindow: shadowShares },
           calibration: { dryRun: calDry, live: calLive },
           targets,
+          changePoints: { detected: fdChanges, sessions: fdSessions, perTenThousandSessionsPerModel: (fdChanges / (fdSessions * MODELS.length)) * 10_000 },
+          retries: runs.feedback_driven.map((r) => r.retries),
+          routingOverrides: ROUTING_EXTRA || null,
           durationSeconds: (Date.now() - started) / 1000,
         },
         null,
         2,
       ) + '\n',
     );
+}
+
+test(
+  'routing learning benchmark',
+  async () => {
+    if (SCENARIOS.has('stationary')) await stationary();
+    const drifts = DRIFTS.filter((d) => SCENARIOS.has(d.name));
+    if (drifts.length) await driftScenarios(drifts);
   },
-  30 * 60 * 1000,
+  90 * 60 * 1000,
 );

@@ -32,7 +32,7 @@ import { Alarm, CusumParams, CusumState, initialState, step } from './cusum';
  */
 
 /** The test's parameters, calibrated by bench/drift-calibration.bench.ts (README "Drift: change detection"). */
-export const DRIFT_CUSUM: CusumParams = { k: 0.25, h: 20, warmup: 10, zClamp: 3, sdFloor: 0.05, memory: 2_000 };
+export const DRIFT_CUSUM: CusumParams = { k: 0.25, h: 25, warmup: 20, zClamp: 3, sdFloor: 0.05, memory: 2_000 };
 
 export type Stream = 'outcome' | 'auto';
 

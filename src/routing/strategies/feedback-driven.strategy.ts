@@ -48,7 +48,7 @@ export class FeedbackDrivenStrategy extends LearnedStrategy {
     } else order = byMean;
     // A starved (or rising) candidate re-tried for a bounded share of the requests, in both modes, so
     // explain shows what chat would do with the same request id (retryPick).
-    const retry = retryPick(a, order[0], mulberry32(seedOf(`${ctx.input.requestId}\u0000retry`))(), ctx.now, this.params.retry_starved);
+    const retry = retryPick(a, order[0], mulberry32(seedOf(`${ctx.input.requestId}\u0000retry`))(), ctx.now, this.params.retry_starved, this.params.exploration);
     if (retry) order = [retry.index, ...order.filter((i) => i !== retry.index)];
     const selected = a[order[0]];
 

@@ -336,9 +336,12 @@ export type RetryReason = 'starved' | 'rising';
 /**
  * A steady rise statistic (model-stats.repository.ts LOAD) at least this share of the alarm threshold
  * is followed up by re-tries: one sample 1.5 standard deviations above the reference reaches it (with
- * the detector's k = 0.25 and h = 20), which one in fifteen samples of an unchanged model does.
+ * the detector's k = 0.25 and h = 25), which about one in fifteen samples of an unchanged model does.
  */
-export const RISE_FOLLOW_UP = 0.0625;
+export const RISE_FOLLOW_UP = 0.05;
+
+/** Thompson sampling already serves a candidate whose live draw reaches the favourite's score within this many spreads: no follow-up needed. */
+const WITHIN_REACH = 2;
 
 /**
  * Starved candidates re-tried (routing.retry_starved; README "Routing that learns"). Thompson
@@ -348,8 +351,9 @@ export const RISE_FOLLOW_UP = 0.0625;
  *   starved  it has served before, but none of the organisation's last `after_requests` requests, or
  *            none for `after_seconds`: for a `share` of the requests;
  *   rising   its outcome test has a steady rise at least RISE_FOLLOW_UP of the way to an alarm (the
- *            re-try's answers ran above its record): for a `rising_share` of the requests, so the few
- *            samples that confirm or dismiss a rise come in tens of sessions rather than thousands;
+ *            re-try's answers ran above its record) and its live draws do not reach the favourite
+ *            (else Thompson sampling serves it already): for a `rising_share` of the requests, so the
+ *            few samples that confirm or dismiss a rise come in tens of sessions rather than thousands;
  * rising ones first (the highest statistic), then the longest starved. u is a uniform drawn from the
  * request id, not from the live random source: the draws of every other decision are unchanged, and
  * explain shows what chat would do for the same id. Returns the candidate to put first, or null.
@@ -360,6 +364,7 @@ export function retryPick(
   u: number,
   now: Date,
   p: RouterParams['retry_starved'],
+  e: RouterParams['exploration'],
 ): { index: number; reason: RetryReason } | null {
   if (!p.enabled) return null;
   let rising: { index: number; key: number } | null = null;
@@ -367,7 +372,8 @@ export function retryPick(
   for (let i = 0; i < a.length; i++) {
     if (i === winner) continue;
     const x = a[i];
-    if (x.riseEvidence >= RISE_FOLLOW_UP) {
+    const reach = x.score + WITHIN_REACH * explorationScale(x.n, e) * Math.sqrt(x.variance);
+    if (x.riseEvidence >= RISE_FOLLOW_UP && reach < a[winner].score) {
       if (!rising || x.riseEvidence > rising.key) rising = { index: i, key: x.riseEvidence };
       continue;
     }

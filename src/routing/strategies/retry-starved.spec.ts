@@ -31,7 +31,7 @@ function setup(retry = '') {
     stats.set({ orgId: 'acme', provider: 'p', model: 'weak', n: 60, outcomeMean: 0.4, outcomeVar: 0.04, requests: 60, ...over });
   const route = (i: number, over: Partial<RoutingInput> = {}): RoutingDecision =>
     service.route(makeInput({ requestId: `req-${i}`, mode: 'live', random: seededRandom(1000 + i), ...over }));
-  return { weak, route };
+  return { weak, route, stats };
 }
 
 /** Over n requests: how many picked `weak` first, and how many of the picks said they were a re-try (and why). */
@@ -84,9 +84,19 @@ describe('starved candidates re-tried', () => {
     expect(within(t.weakFirst, 0.2)).toBe(true);
   });
 
+  it('no follow-up for a rising candidate that Thompson sampling already reaches', () => {
+    const { weak, route, stats } = setup();
+    // Close to the favourite and thinly sampled: its own draws win now and then.
+    stats.set({ orgId: 'acme', provider: 'p', model: 'weak', n: 30, outcomeMean: 0.9, outcomeVar: 0.04, requests: 30, served: { lastAt: NOW, requestsSince: 2 }, riseEvidence: 0.3 });
+    void weak;
+    const t = tally((i) => route(i), N);
+    expect(t.retries).toEqual({});
+    expect(t.weakFirst).toBeGreaterThan(0);
+  });
+
   it('a rise statistic below the follow-up level is no reason to re-try', () => {
     const { weak, route } = setup();
-    weak({ served: { lastAt: NOW, requestsSince: 2 }, riseEvidence: 0.05 });
+    weak({ served: { lastAt: NOW, requestsSince: 2 }, riseEvidence: 0.04 });
     expect(tally((i) => route(i), N)).toEqual({ weakFirst: 0, retries: {} });
   });
 
