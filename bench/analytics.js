@@ -366,7 +366,7 @@ async function main() {
       }
       out.export = await exportPhase({ dist, pgUrl: pg.url, tmp, db });
       const e = out.export;
-      log(`export: ${e.rows.toLocaleString('en')} traces to Parquet in ${e.ms} ms (${e.rows_per_s.toLocaleString('en')} rows/s), ${e.files} files, ${e.mib} MiB; RSS ${e.rss_start_mib} MiB at start, ${e.rss_peak_mib} MiB peak; DuckDB read back: ${e.verified}`);
+      log(`export: ${e.rows.toLocaleString('en')} traces to Parquet in ${e.ms} ms (${e.rows_per_s.toLocaleString('en')} rows/s; ${e.rows_per_cpu_s} rows per CPU second of the process), ${e.files} files, ${e.mib} MiB; RSS ${e.rss_start_mib} MiB at start, ${e.rss_peak_mib} MiB peak; DuckDB read back: ${e.verified}`);
     }
 
     // ---- (e) chat CPU per request, without and with beats ----
@@ -505,10 +505,14 @@ async function exportPhase({ dist, pgUrl, tmp, db }) {
   child.stderr.setEncoding('utf8').on('data', (x) => (stderr += x));
   const samples = [];
   let startRss = null;
+  let cpu = null;
   const sampler = setInterval(() => {
     try {
       const rss = procs.rssMiB(child.pid);
+      const c = procs.cpuTimes(child.pid);
+      if (!Number.isFinite(rss)) return;
       samples.push(rss);
+      cpu = c.user + c.sys;
       if (startRss === null && fs.existsSync(path.join(dir, 'traces')) && fs.readdirSync(path.join(dir, 'traces')).length > 0) startRss = rss;
     } catch {}
   }, 200);
@@ -529,6 +533,10 @@ async function exportPhase({ dist, pgUrl, tmp, db }) {
     rows,
     ms: round(ms, 0),
     rows_per_s: round(rows / (ms / 1000), 0),
+    // The export process's own CPU (utime+stime, last sample before it exited): what it needs per
+    // row whatever else the machine is doing; the server's share is not in it.
+    cpu_s: cpu === null ? null : round(cpu, 1),
+    rows_per_cpu_s: cpu ? round(rows / cpu, 0) : null,
     files: parts.length,
     mib: round(bytes / 2 ** 20, 1),
     bytes_per_row: round(bytes / rows, 1),
@@ -624,6 +632,7 @@ function render(r) {
   if (d.export) {
     const e = d.export;
     L.push(`| \`gateway export --format parquet\` of ${fmt(e.rows)} traces (the CLI process whole; ${fmt(e.files)} files, ${fmt(e.bytes_per_row)} B per row; read back by DuckDB: ${e.verified ? 'equal' : 'NOT equal'}) | ${fmt(e.rows_per_s, ' rows/s')} |`);
+    L.push(`| … rows per CPU second of the export process (${fmt(e.cpu_s, ' s')} of CPU) | ${fmt(e.rows_per_cpu_s)} |`);
     L.push(`| … its RSS at the start / at the peak | ${fmt(e.rss_start_mib)} / ${fmt(e.rss_peak_mib, ' MiB')} |`);
   }
   return L.join('\n');

@@ -125,20 +125,23 @@ export class PgExportSource implements ExportSource {
     client.on('error', onError);
     const { sql, params } = stepSql(step);
     const cursor = client.query(new Cursor<ExportRow>(sql, params, { rowMode: 'array', types: TYPES }));
+    const fetch = (): Promise<ExportRow[]> => {
+      const p = withTimeout(cursor.read(batchRows), this.readTimeoutMs, 'Postgres');
+      p.catch((err: Error) => (broken ??= err));
+      return p;
+    };
+    // One batch is read ahead while the caller encodes and writes the one before: the server and
+    // this process work at the same time instead of in turns.
+    let next: Promise<ExportRow[]> | null = fetch();
     try {
-      for (;;) {
-        let rows: ExportRow[];
-        try {
-          rows = await withTimeout(cursor.read(batchRows), this.readTimeoutMs, 'Postgres');
-        } catch (err) {
-          broken ??= err as Error;
-          throw err;
-        }
-        if (rows.length === 0) return;
-        yield rows;
-        if (rows.length < batchRows) return;
+      while (next) {
+        const rows: ExportRow[] = await next;
+        next = rows.length === batchRows ? fetch() : null;
+        if (rows.length > 0) yield rows;
       }
     } finally {
+      // A caller that stopped early leaves a read in flight: it must end before the cursor closes.
+      if (next) await next.catch(() => undefined);
       if (!broken) await withTimeout(cursor.close(), 10_000, 'Postgres').catch((err: Error) => (broken ??= err));
       if (!broken) client.off('error', onError);
       // A broken connection is destroyed rather than pooled.
