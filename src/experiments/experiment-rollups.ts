@@ -18,7 +18,8 @@ import type { SqlExecutor } from '../stores/sql/sql-store';
  * `<arm>_fallback` counting for their arm's errors only; a 4xx counts neither way; a session is a
  * sample of an arm when the arm's own target served one of its requests successfully, whenever its
  * answer was given. No window: an experiment's figures run from its start. Only active experiments
- * are taken in, and the rows of one that ended are deleted (nothing reads them after its summary).
+ * are taken in, and the rows of one that ended are deleted an hour later (nothing reads them after
+ * its summary).
  */
 
 const SCOPE = `
@@ -73,7 +74,9 @@ const tracesSql = (range: string) => `
 
 /*
  * Touched sessions: those of a new own successful trace, and those whose answer is new. Each
- * contributes its session's answer as it stands; what it contributed before is subtracted.
+ * contributes its session's answer as it stands; what it contributed before is subtracted. Reads of
+ * feedback and rollup_experiment_sessions are index lookups per touched row (lateral subqueries
+ * fenced by OFFSET 0), never whole-table joins.
  */
 const samplesSql = (traceRange: string, feedbackRange: string) => `
   WITH nt AS (
@@ -87,14 +90,22 @@ const samplesSql = (traceRange: string, feedbackRange: string) => `
     SELECT experiment_id, arm, org_id, session_id FROM nt
     UNION
     SELECT s.experiment_id, s.arm, s.org_id, s.session_id
-    FROM feedback f JOIN rollup_experiment_sessions s ON s.org_id = f.org_id AND s.session_id = f.session_id
-    WHERE ${feedbackRange}
+    FROM (SELECT f.org_id, f.session_id FROM feedback f WHERE ${feedbackRange}) f
+    CROSS JOIN LATERAL (
+      SELECT s.experiment_id, s.arm, s.org_id, s.session_id FROM rollup_experiment_sessions s
+      WHERE s.org_id = f.org_id AND s.session_id = f.session_id OFFSET 0
+    ) s
   ),
   calc AS (
     SELECT k.experiment_id, k.arm, k.org_id, k.session_id, s.score AS old_score, s.useful AS old_useful, f.score, f.useful
     FROM touched k
-    LEFT JOIN rollup_experiment_sessions s ON s.experiment_id = k.experiment_id AND s.arm = k.arm AND s.session_id = k.session_id
-    LEFT JOIN feedback f ON f.org_id = k.org_id AND f.session_id = k.session_id
+    LEFT JOIN LATERAL (
+      SELECT s.score, s.useful FROM rollup_experiment_sessions s
+      WHERE s.experiment_id = k.experiment_id AND s.arm = k.arm AND s.session_id = k.session_id OFFSET 0
+    ) s ON true
+    LEFT JOIN LATERAL (
+      SELECT f.score, f.useful FROM feedback f WHERE f.org_id = k.org_id AND f.session_id = k.session_id OFFSET 0
+    ) f ON true
   ),
   sessions AS (
     INSERT INTO rollup_experiment_sessions AS s (experiment_id, arm, org_id, session_id, score, useful)
@@ -123,10 +134,16 @@ const TRACES_BACKFILL = tracesSql(BACKFILL_TRACES);
 const SAMPLES_STEADY = samplesSql(STEADY_TRACES, STEADY_FEEDBACK);
 const SAMPLES_BACKFILL = samplesSql(BACKFILL_TRACES, 'false');
 
-/* Experiments no longer active: their rows go (the experiment ids in the arms table are few). */
+/*
+ * Experiments that ended over an hour ago: their rows go (the experiment ids in the arms table are
+ * few). Not at once: a replica whose stop-rule round began before another ended the experiment must
+ * still read the figures the verdict was reached on, and find it ended elsewhere.
+ */
 const ENDED = `
   DELETE FROM rollup_experiment_arms a
-  WHERE NOT EXISTS (SELECT 1 FROM experiments e WHERE e.id = a.experiment_id AND e.status = 'active')
+  WHERE NOT EXISTS (
+    SELECT 1 FROM experiments e
+    WHERE e.id = a.experiment_id AND (e.status = 'active' OR e.ended_at IS NULL OR e.ended_at >= now() - interval '1 hour'))
   RETURNING a.experiment_id`;
 const ENDED_LATENCY = `DELETE FROM rollup_experiment_latency WHERE experiment_id = ANY($1::uuid[])`;
 const ENDED_SESSIONS = `DELETE FROM rollup_experiment_sessions WHERE experiment_id = ANY($1::uuid[])`;

@@ -455,8 +455,20 @@ export function rollupsContract(name: string, open: () => Promise<RollupStoreHan
         }
       }
       // Nothing of the ended experiment is kept.
-      const { rows } = await h.store.query<{ n: number }>(`SELECT count(*)::int AS n FROM rollup_experiment_sessions WHERE experiment_id = $1`, [world.endedExperiment]);
-      expect(rows[0].n).toBe(0);
+      const sessionsOf = async (id: string) =>
+        (await h.store.query<{ n: number }>(`SELECT count(*)::int AS n FROM rollup_experiment_sessions WHERE experiment_id = $1`, [id])).rows[0].n;
+      expect(await sessionsOf(world.endedExperiment)).toBe(0);
+      // An experiment that has just ended keeps its figures (another replica's round may still read
+      // them and find it ended elsewhere); an hour later they go.
+      const [first, second] = world.experiments;
+      await h.store.query(`UPDATE experiments SET status = 'completed', ended_at = now() WHERE id = $1`, [second.id]);
+      const justEnded = await stats.armStats({ ...second, createdAt: second.startedAt });
+      const want = await experimentStatsFromTraces(h.store, second);
+      expectSameArm('just ended, baseline', justEnded.baseline, want.baseline);
+      expect(await sessionsOf(second.id)).toBeGreaterThan(0);
+      await h.store.query(`UPDATE experiments SET ended_at = now() - interval '61 minutes' WHERE id = $1`, [second.id]);
+      await stats.armStats({ ...first, createdAt: first.startedAt });
+      expect(await sessionsOf(second.id)).toBe(0);
     });
 
     it('regression detector: its long-run and rolling figures equal the reading of the window traces', async () => {

@@ -128,6 +128,9 @@ const tracesSql = (range: string) => `
  * Feedback samples. Touched pairs: those with a new successful chat trace (their last trace may
  * move) and every pair of a session whose answer is new. For each, the sample it should contribute
  * now (from its last trace and the session's answer as it stands) replaces the one it contributed.
+ * Every read of feedback and rollup_session_pairs is a primary-key lookup per touched row (the
+ * lateral subqueries, fenced by OFFSET 0 so the planner keeps them so): a hash join would read those
+ * tables whole, a cost that grows with the window's sessions.
  */
 const samplesSql = (traceRange: string, feedbackRange: string) => `
   WITH nt AS (
@@ -144,8 +147,11 @@ const samplesSql = (traceRange: string, feedbackRange: string) => `
       SELECT org_id, session_id, provider, model, last FROM nt
       UNION ALL
       SELECT p.org_id, p.session_id, p.provider, p.model, NULL::timestamptz
-      FROM feedback f JOIN rollup_session_pairs p ON p.org_id = f.org_id AND p.session_id = f.session_id
-      WHERE ${feedbackRange}
+      FROM (SELECT f.org_id, f.session_id FROM feedback f WHERE ${feedbackRange}) f
+      CROSS JOIN LATERAL (
+        SELECT p.org_id, p.session_id, p.provider, p.model FROM rollup_session_pairs p
+        WHERE p.org_id = f.org_id AND p.session_id = f.session_id OFFSET 0
+      ) p
     ) x
     GROUP BY 1, 2, 3, 4
   ),
@@ -154,8 +160,13 @@ const samplesSql = (traceRange: string, feedbackRange: string) => `
            p.score AS old_score, p.useful AS old_useful, p.bucket AS old_bucket, p.feedback_bucket AS old_feedback_bucket,
            f.score, f.useful, f.updated_at
     FROM touched k
-    LEFT JOIN rollup_session_pairs p ON p.org_id = k.org_id AND p.session_id = k.session_id AND p.provider = k.provider AND p.model = k.model
-    LEFT JOIN feedback f ON f.org_id = k.org_id AND f.session_id = k.session_id
+    LEFT JOIN LATERAL (
+      SELECT p.last_trace_at, p.score, p.useful, p.bucket, p.feedback_bucket FROM rollup_session_pairs p
+      WHERE p.org_id = k.org_id AND p.session_id = k.session_id AND p.provider = k.provider AND p.model = k.model OFFSET 0
+    ) p ON true
+    LEFT JOIN LATERAL (
+      SELECT f.score, f.useful, f.updated_at FROM feedback f WHERE f.org_id = k.org_id AND f.session_id = k.session_id OFFSET 0
+    ) f ON true
   ),
   calc AS (
     SELECT cur.*,
