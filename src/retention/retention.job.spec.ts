@@ -148,7 +148,7 @@ function retentionSuite(name: string, migrated: () => Promise<{ store: SqlStore;
       expect(r.service.cutoffs(now).traces).toEqual(new Date(now - 60 * DAY_MS));
     });
 
-    it('deletes feedback and experiment events past their retention, in batches; keeps events by default', async () => {
+    it('deletes feedback, experiment events and rollup buckets past their retention, in batches; keeps events by default', async () => {
       const r = await rig('retention: { lifecycle_events_days: 10 }');
       const now = Date.now();
       r.clock.now = now;
@@ -177,6 +177,16 @@ function retentionSuite(name: string, migrated: () => Promise<{ store: SqlStore;
       );
       expect((await r.store.query<{ s: string }>(`SELECT string_agg(session_id, ',' ORDER BY session_id) AS s FROM feedback`, [])).rows[0].s).toBe('new-1,new-2,new-3');
       expect((await r.store.query<{ kind: string }>(`SELECT kind FROM experiment_events`, [])).rows).toEqual([{ kind: 'completed' }]);
+
+      // The learning rollups' hourly buckets past retention.rollups_days (here 400): only whole hours before the cutoff.
+      await r.store.query(
+        `INSERT INTO rollup_model_hours (org_id, provider, model, bucket)
+         VALUES ('acme', 'p', 'm', date_trunc('hour', now()) - interval '401 days'), ('acme', 'p', 'm', date_trunc('hour', now()) - interval '10 days')`,
+        [],
+      );
+      const rollups = await r.job.run();
+      expect(rollups.pruned?.actions).toEqual([{ target: 'rollups', object: 'rollup_model_hours', action: 'delete', rows: 1 }]);
+      expect((await r.store.query<{ n: number }>(`SELECT count(*)::int AS n FROM rollup_model_hours`, [])).rows[0].n).toBe(1);
 
       const kept = rigFor(r.store);
       kept.clock.now = now + 400 * DAY_MS;

@@ -1,16 +1,21 @@
 import type { SqlExecutor } from '../stores/sql/sql-store';
 
 /*
- * `retention.rollups_days`: the hook through which retention prunes the rollup tables (migration
- * 0006, src/learning/rollups/). The rollups feature owns what may go; until it says otherwise, the
- * hourly buckets whose hours (the sample's and its feedback's) are both older than the cutoff are
- * deleted, a batch at a time: the cutoff is never inside the learning window (the loader refuses
- * rollups_days below it), and buckets past the window are no longer added to or subtracted from
- * the window's totals. A table not there yet is skipped.
+ * `retention.rollups_days`: the hook through which retention prunes the rollup tables (the learning
+ * rollups of migration 0006, src/learning/rollups/; the Admin API's usage rollups of 0012,
+ * src/admin/usage/). Their features own what may go; until they say otherwise, a bucket goes once the
+ * whole of it (and, for a sample, of its feedback's hour) is older than the cutoff, a batch at a time.
+ * The cutoff is never inside the learning window (the loader refuses rollups_days below it), and
+ * buckets past the window are no longer added to or subtracted from the window's totals. Minute
+ * usage rows are kept for a short horizon by the usage job itself. A table not there is skipped.
  */
 const TABLES: ReadonlyArray<{ table: string; older: string }> = [
-  { table: 'rollup_model_hours', older: 'bucket < $1' },
-  { table: 'rollup_sample_hours', older: 'bucket < $1 AND feedback_bucket < $1' },
+  { table: 'rollup_model_hours', older: `bucket <= $1::timestamptz - interval '1 hour'` },
+  { table: 'rollup_sample_hours', older: `bucket <= $1::timestamptz - interval '1 hour' AND feedback_bucket <= $1::timestamptz - interval '1 hour'` },
+  {
+    table: 'usage_rollups',
+    older: `((step = 'hour' AND bucket <= $1::timestamptz - interval '1 hour') OR (step = 'day' AND bucket <= $1::timestamptz - interval '1 day'))`,
+  },
 ];
 
 export interface RollupPrune {
