@@ -183,7 +183,8 @@ describe('gateway prune (embedded)', () => {
     } finally {
       await store.close();
     }
-  });
+    // Creating and migrating a fresh embedded database, on a loaded machine.
+  }, 120_000);
 
   it('--dry-run reports the partitions it would drop and the rows it would delete, and changes nothing', async () => {
     const r = await cli(['prune', '--dry-run'], env());
