@@ -11,7 +11,8 @@
  *     stream of a model failing 1 % and 5 % of its requests;
  *   - an abrupt change: samples from the change to the alarm (median, 90th percentile) for the drops
  *     and rises of the drift scenarios of `npm run bench:routing`.
- * DRIFT_CAL_RUNS (default 100) streams of DRIFT_CAL_SAMPLES (default 20,000) per case.
+ * DRIFT_CAL_RUNS (default 100) streams of DRIFT_CAL_SAMPLES (default 20,000) per case; DRIFT_CAL_GRID
+ * (k:h pairs), DRIFT_CAL_WARMUP (default 20) and DRIFT_CAL_ZCLAMP (default 3) for the other parameters.
  */
 import { CusumParams, initialState, step } from '../src/learning/drift/cusum';
 import { mulberry32 } from '../src/routing/strategies/random';
@@ -86,10 +87,10 @@ const q = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.floor(p *
 test(
   'drift detector calibration',
   async () => {
-    const grid = (process.env.DRIFT_CAL_GRID ?? '0.25:14,0.25:16,0.25:18,0.3:14,0.3:16,0.5:10,0.5:12').split(',').map((x) => x.split(':').map(Number));
+    const grid = (process.env.DRIFT_CAL_GRID ?? '0.25:20,0.25:25,0.25:30,0.5:12,0.5:14').split(',').map((x) => x.split(':').map(Number));
     const lines: string[] = [];
     for (const [k, h] of grid) {
-      const p: CusumParams = { k, h, warmup: Number(process.env.DRIFT_CAL_WARMUP ?? 30), zClamp: Number(process.env.DRIFT_CAL_ZCLAMP ?? 4), sdFloor: 0.05, memory: 2_000 };
+      const p: CusumParams = { k, h, warmup: Number(process.env.DRIFT_CAL_WARMUP ?? 20), zClamp: Number(process.env.DRIFT_CAL_ZCLAMP ?? 3), sdFloor: 0.05, memory: 2_000 };
       const fa = NULL_CASES.map(([name, src], i) => `${name}: ${falseAlarms(src, p, i + 1).toFixed(2)}`);
       const dl = CHANGE_CASES.map(([name, b, a], i) => {
         const d = delays(b, a, p, i + 1);

@@ -7,7 +7,7 @@
  * Welford's recurrence with its count capped at `memory` (past that, an exponential average whose
  * weight is 1/memory: a reference that follows a model's slow drift instead of fixing its first
  * months). No alarm is raised before the reference holds `warmup` samples (the statistics already
- * run from the second sample on: a model routing has starved may never collect more, and routing
+ * run from MIN_REFERENCE samples on: a model routing has starved may never collect more, and routing
  * follows up a rise the statistics show, learned-score.ts retryPick).
  *
  * Each later sample x is standardised against the reference as it stood before it,
@@ -78,8 +78,8 @@ export interface Alarm {
 }
 
 const idle = (): Excursion => ({ s: 0, start: null, n: 0, sum: 0, sumSq: 0 });
-/** A reference of fewer samples has no spread to standardise by. */
-const MIN_REFERENCE = 2;
+/** A reference of fewer samples has no spread worth standardising by (and two samples' mean is anywhere). */
+const MIN_REFERENCE = 5;
 
 export function initialState(): CusumState {
   return { n: 0, mean: 0, variance: 0, up: idle(), down: idle(), samples: 0 };
