@@ -364,7 +364,7 @@ async function main() {
         log(`loading to ${args.exportRows.toLocaleString('en')} traces for the export…`);
         await load(args.exportRows);
       }
-      out.export = await exportPhase({ dist, pgUrl: pg.url, tmp, db });
+      out.export = await exportPhase({ dist, pgUrl: pg.url, tmp, db, cleanups });
       const e = out.export;
       log(`export: ${e.rows.toLocaleString('en')} traces to Parquet in ${e.ms} ms (${e.rows_per_s.toLocaleString('en')} rows/s; ${e.rows_per_cpu_s} rows per CPU second of the process), ${e.files} files, ${e.mib} MiB; RSS ${e.rss_start_mib} MiB at start, ${e.rss_peak_mib} MiB peak; DuckDB read back: ${e.verified}`);
     }
@@ -488,7 +488,7 @@ async function main() {
  * first sample taken once the first rows are on their way (a file being written), so the figure pair
  * says whether memory grows with the backlog: it must not.
  */
-async function exportPhase({ dist, pgUrl, tmp, db }) {
+async function exportPhase({ dist, pgUrl, tmp, db, cleanups }) {
   const { spawn } = require('node:child_process');
   const dir = path.join(tmp, 'export');
   fs.rmSync(dir, { recursive: true, force: true });
@@ -499,6 +499,8 @@ async function exportPhase({ dist, pgUrl, tmp, db }) {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: pgUrl, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // A bench stopped half-way (SIGTERM) stops its export too.
+  cleanups.push(() => child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'));
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (x) => (stdout += x));

@@ -56,6 +56,9 @@ export function stepSql(r: StepRead, limit?: number): { sql: string; params: unk
   return { sql, params };
 }
 
+/** Above this many rows (the planner's estimate) a step is read without a sort (see `read`). */
+const FAST_START_ROWS = 100_000;
+
 const XMIN = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`;
 const HAS_TXID = `SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'txid'`;
 
@@ -80,6 +83,8 @@ export interface PgExportSourceOptions {
   applicationName?: string;
   /** Connections (default one: a sidecar reads one step at a time). */
   max?: number;
+  /** Steps estimated above this many rows are read without a sort (default FAST_START_ROWS). */
+  fastStartRows?: number;
 }
 
 /** Postgres through `pg-cursor` on a pool of one (see ExportSource). */
@@ -87,9 +92,11 @@ export class PgExportSource implements ExportSource {
   readonly kind = 'postgres' as const;
   private readonly pool: Pool;
   private readonly readTimeoutMs: number;
+  private readonly fastStartRows: number;
 
   constructor(url: string, options: PgExportSourceOptions = {}) {
     this.readTimeoutMs = options.readTimeoutMs ?? 300_000;
+    this.fastStartRows = options.fastStartRows ?? FAST_START_ROWS;
     this.pool = new Pool({
       connectionString: url,
       max: options.max ?? 1,
@@ -99,7 +106,8 @@ export class PgExportSource implements ExportSource {
       // stdout pipe, an HTTP client): no server-side cap. Each batch has a client-side one instead,
       // which also covers a server that stopped answering.
       statement_timeout: 0,
-      idle_in_transaction_session_timeout: 600_000,
+      // A large step is read in a transaction (see `read`) whose reader may pause on a slow consumer.
+      idle_in_transaction_session_timeout: 3_600_000,
       options: '-c TimeZone=UTC',
       application_name: options.applicationName ?? 'routing-gateway-export',
       keepAlive: true,
@@ -124,6 +132,24 @@ export class PgExportSource implements ExportSource {
     const onError = (err: Error) => (broken ??= err);
     client.on('error', onError);
     const { sql, params } = stepSql(step);
+    let inTransaction = false;
+    try {
+      if ((await this.estimate(client, sql, params)) > this.fastStartRows) {
+        // A large step (the first one, all of history; a catch-up after days away): ordering it
+        // whole would make the server sort every row (gigabytes spilled to disk) before sending the
+        // first one. Without sorts the planner walks each day's (created_at, id) key in order and
+        // merges them, and rows flow at once. Small steps keep the default plan (the txid index, then
+        // a sort of a few rows). Only for this statement, on this connection of the export's own.
+        await withTimeout(client.query('BEGIN'), this.readTimeoutMs, 'Postgres');
+        inTransaction = true;
+        await withTimeout(client.query('SET LOCAL enable_sort = off'), this.readTimeoutMs, 'Postgres');
+      }
+    } catch (err) {
+      broken ??= err as Error;
+      client.off('error', onError);
+      client.release(broken);
+      throw err;
+    }
     const cursor = client.query(new Cursor<ExportRow>(sql, params, { rowMode: 'array', types: TYPES }));
     const fetch = (): Promise<ExportRow[]> => {
       const p = withTimeout(cursor.read(batchRows), this.readTimeoutMs, 'Postgres');
@@ -143,10 +169,17 @@ export class PgExportSource implements ExportSource {
       // A caller that stopped early leaves a read in flight: it must end before the cursor closes.
       if (next) await next.catch(() => undefined);
       if (!broken) await withTimeout(cursor.close(), 10_000, 'Postgres').catch((err: Error) => (broken ??= err));
+      if (!broken && inTransaction) await withTimeout(client.query('COMMIT'), 10_000, 'Postgres').catch((err: Error) => (broken ??= err));
       if (!broken) client.off('error', onError);
       // A broken connection is destroyed rather than pooled.
       client.release(broken);
     }
+  }
+
+  /** The planner's estimate of the step's rows (no rows are read). */
+  private async estimate(client: PoolClient, sql: string, params: unknown[]): Promise<number> {
+    const { rows } = await withTimeout(client.query<{ 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> }>(`EXPLAIN (FORMAT JSON) ${sql}`, params), this.readTimeoutMs, 'Postgres');
+    return Number(rows[0]['QUERY PLAN'][0].Plan['Plan Rows']);
   }
 
   async close(): Promise<void> {
