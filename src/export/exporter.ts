@@ -132,7 +132,7 @@ export class Exporter {
     if (isFrontier(r.pos)) {
       const x = hiOverride ?? (await this.source.xmin());
       if (x <= r.pos.hi) {
-        await destination.reached(r.pos);
+        await toDestination(() => destination.reached(r.pos));
         return 0;
       }
       lo = r.pos.hi;
@@ -147,7 +147,7 @@ export class Exporter {
     for await (const batch of read) {
       const last = batch[batch.length - 1];
       const to: ExportPosition = { lo, hi, atUs: BigInt(last[CREATED_INDEX] as string), id: BigInt(last[ID_INDEX] as string) };
-      await destination.write(batch, r.pos, to);
+      await toDestination(() => destination.write(batch, r.pos, to));
       r.pos = to;
       r.rows += batch.length;
       rows += batch.length;
@@ -155,7 +155,7 @@ export class Exporter {
       if (this.stopped) return rows;
     }
     r.pos = frontier(hi);
-    await destination.reached(r.pos);
+    await toDestination(() => destination.reached(r.pos));
     return rows;
   }
 
@@ -170,6 +170,8 @@ export class Exporter {
       try {
         return await fn();
       } catch (err) {
+        // The output failing (a disk full, a closed pipe) is not the store's: waiting will not mend it.
+        if (err instanceof DestinationError) throw err.cause;
         const outage = isStoreOutage(err);
         if (!outage && this.o.mode !== 'follow') throw err;
         firstFailure ||= Date.now();
@@ -183,6 +185,21 @@ export class Exporter {
         delay = Math.min(delay * 2, this.o.maxBackoffMs ?? 30_000);
       }
     }
+  }
+}
+
+/** A failure of the destination, kept apart from the store's (which are waited out). */
+class DestinationError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause));
+  }
+}
+
+async function toDestination(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    throw new DestinationError(err);
   }
 }
 
