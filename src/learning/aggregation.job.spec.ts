@@ -102,8 +102,9 @@ describe('AggregationJob', () => {
     await sleep(1_000);
     await j.beforeApplicationShutdown();
     expect(recomputes).toBe(1);
-    // Beats every 50 ms kept the snapshot fresh meanwhile: the start-up load, the run's, and reload-only beats.
-    expect(reloads).toBeGreaterThan(5);
+    // Beats kept the snapshot fresh meanwhile: the start-up load, the run's, and at least one
+    // reload-only beat (how many more fit in the second depends on the machine's load, not on the rule).
+    expect(reloads).toBeGreaterThanOrEqual(3);
     expect(snapshot.get('acme', 'mock', 'm')).toMatchObject({ n: 1 });
   });
 
