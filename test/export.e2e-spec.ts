@@ -232,6 +232,21 @@ for (const env of ENVS) {
       await h.store.query(`DELETE FROM decision_traces WHERE id >= 1000005000`, []);
     });
 
+    it('rows sharing a created_at are ordered by id as numbers, across batch boundaries, each once', async () => {
+      // Ids of one and two digits at one instant: as text, 10 would sort before 9.
+      await h.store.query(
+        `INSERT INTO decision_traces (created_at, id, latency_ms, status, request_id, org_id, api_key_id, endpoint, requested_model)
+         SELECT $1::timestamptz, g, 1, 200, 'same-' || g, 'org-9', 'k', 'chat', 'auto' FROM generate_series(1, 30) g`,
+        [new Date(now.getTime() - 86_400_000).toISOString()],
+      );
+      const out = join(tmp, 'same-instant');
+      const jobs = [{ schema: SCHEMAS.traces, destination: new DirectoryDestination({ dir: join(out, 'traces'), schema: SCHEMAS.traces, format: 'ndjson', rotateBytes: 4096, rotateMs: 3_600_000, cursor: true }) }];
+      await new Exporter(h.source, { mode: 'catch-up', orgId: 'org-9', batchRows: 4, log: quiet }).run(jobs);
+      const rows = await duckRows(`SELECT id FROM ${reader(join(out, 'traces'), 'ndjson')} ORDER BY filename, id`);
+      expect(rows.map((r) => Number(r.id)).sort((a, b) => a - b)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+      await h.store.query(`DELETE FROM decision_traces WHERE org_id = 'org-9'`, []);
+    });
+
     it('standard output with a cursor file starts where the previous run stopped', async () => {
       const cursorFile = join(tmp, 'stdout.cursor');
       const once = async () => {

@@ -44,15 +44,17 @@ export function stepSql(r: StepRead, limit?: number): { sql: string; params: unk
     return `$${params.length}`;
   };
   const where =
-    r.lo === 0n ? [`(txid IS NULL OR txid < ${p(String(r.hi))}::bigint)`] : [`txid >= ${p(String(r.lo))}::bigint`, `txid < ${p(String(r.hi))}::bigint`];
+    r.lo === 0n ? [`(t.txid IS NULL OR t.txid < ${p(String(r.hi))}::bigint)`] : [`t.txid >= ${p(String(r.lo))}::bigint`, `t.txid < ${p(String(r.hi))}::bigint`];
   if (r.after.atUs !== 0n || r.after.id !== 0n) {
-    where.push(`(created_at, id) > (timestamptz '1970-01-01 00:00:00+00' + ${p(String(r.after.atUs))}::bigint * interval '1 microsecond', ${p(String(r.after.id))}::bigint)`);
+    where.push(`(t.created_at, t.id) > (timestamptz '1970-01-01 00:00:00+00' + ${p(String(r.after.atUs))}::bigint * interval '1 microsecond', ${p(String(r.after.id))}::bigint)`);
   }
-  if (r.orgId !== undefined) where.push(`org_id = ${p(r.orgId)}`);
-  if (r.since) where.push(`created_at >= ${p(r.since.toISOString())}::timestamptz`);
-  if (r.until) where.push(`created_at < ${p(r.until.toISOString())}::timestamptz`);
+  if (r.orgId !== undefined) where.push(`t.org_id = ${p(r.orgId)}`);
+  if (r.since) where.push(`t.created_at >= ${p(r.since.toISOString())}::timestamptz`);
+  if (r.until) where.push(`t.created_at < ${p(r.until.toISOString())}::timestamptz`);
   const cols = r.schema.columns.map((c) => `${c.sql} AS ${c.name}`).join(', ');
-  const sql = `SELECT ${cols} FROM ${r.schema.table} WHERE ${where.join(' AND ')} ORDER BY created_at, id${limit === undefined ? '' : ` LIMIT ${p(limit)}`}`;
+  // Ordered by the table's own columns, qualified: the output columns `created_at` and `id` are their
+  // text forms, which ORDER BY would otherwise pick (text order, and no index to walk).
+  const sql = `SELECT ${cols} FROM ${r.schema.table} t WHERE ${where.join(' AND ')} ORDER BY t.created_at, t.id${limit === undefined ? '' : ` LIMIT ${p(limit)}`}`;
   return { sql, params };
 }
 
