@@ -202,6 +202,7 @@ async function main() {
       postgres: 'throwaway Postgres 15 on loopback: fsync=off, full_page_writes=off, synchronous_commit on',
       shape: { sizes: args.sizes, orgs: ORGS.length, models: MODELS.length, requests_per_session: 4, sessions_with_feedback: 0.3, span_days: SPAN_DAYS, learning_window_days: 30 },
       beats: args.beats,
+      export_rows: args.only.includes('export') ? args.exportRows : null,
       phases: args.only,
     },
   };
