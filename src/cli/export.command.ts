@@ -94,6 +94,8 @@ export function addExportCommand(program: Command, out: (s: string) => void, fai
     .action(async (o: Opts) => {
       check(o, fail);
       const env = loadStoreEnv();
+      // The embedded store is one process's: a sidecar holding it would keep the gateway from starting.
+      if (o.follow && !env.databaseUrl) throw fail('--follow needs DATABASE_URL: the embedded store can be open in one process only (stop the server for a one-off export)');
       // Standard output may be the data: every log line goes to standard error.
       const log = createLogger(env.logLevel, pino.destination({ dest: 2, sync: false }));
       const command: ExportCommand = {
