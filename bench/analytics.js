@@ -469,6 +469,17 @@ async function main() {
       details: out,
     });
     report.meta.seconds = round((Date.now() - started) / 1000, 0);
+    // A run of some phases (--only) into the default report keeps the figures of the phases it did
+    // not run from the previous report, and says so: e.g. the 10M-row export measured apart.
+    if (args.out === null && args.only.length < PHASES.length && fs.existsSync(outFile)) {
+      try {
+        const prev = JSON.parse(fs.readFileSync(outFile, 'utf8'));
+        for (const [k, v] of Object.entries(prev)) if (k !== 'meta' && k !== 'details' && (report[k] === null || report[k] === undefined)) report[k] = v;
+        for (const [k, v] of Object.entries(prev.details ?? {})) if (!(k in out)) out[k] = v;
+        const kept = (prev.meta?.phases ?? []).filter((p) => !args.only.includes(p));
+        if (kept.length) report.meta.kept_from_previous = { date: prev.meta?.date, commit: prev.meta?.commit, mode: prev.meta?.mode, command: prev.meta?.command, phases: kept };
+      } catch {}
+    }
     fs.mkdirSync(path.dirname(outFile), { recursive: true });
     fs.writeFileSync(outFile, JSON.stringify(report, null, 2) + '\n');
     process.stdout.write(render(report) + '\n');
@@ -614,6 +625,7 @@ function render(r) {
   L.push('');
   L.push(`\`${m.command}\` (${m.mode}): Node ${m.machine.node}, ${m.machine.cores} cores (${m.machine.cpu}); ${m.postgres}. ${m.shape.orgs} organisations, ${m.shape.models} models, 4 requests per session, 30 % of sessions with feedback, over ${m.shape.span_days} days. ${m.seconds} s in all.`);
   L.push('');
+  if (m.kept_from_previous) L.push(`Figures of ${m.kept_from_previous.phases.join(', ')} are kept from the previous report (\`${m.kept_from_previous.command}\`, ${String(m.kept_from_previous.date).slice(0, 10)}, commit ${m.kept_from_previous.commit}).`, '');
   L.push('| figure | value |');
   L.push('|---|---:|');
   for (const s of d.sizes ?? []) {
