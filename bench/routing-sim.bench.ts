@@ -212,8 +212,9 @@ interface RunResult {
   calLive: CalPoint[];
   /** Change points the detector recorded, each with the number of sessions served when the beat that found it ran. */
   changes: Array<{ model: number; direction: string; atSession: number }>;
-  /** Sessions whose pick was a re-try of a starved or rising candidate (feedback_driven). */
+  /** Sessions whose pick was a re-try of a starved or rising candidate (feedback_driven), and of those the rising ones. */
   retries: number;
+  risingRetries: number;
 }
 
 /** ROUTING_SIM_ROUTING: extra `routing:` keys (a YAML flow mapping's inside), e.g. `retry_starved: { enabled: false }`. */
@@ -230,7 +231,7 @@ async function runPolicy(policy: Policy, seed: number, users: User[], world: Wor
   const rng = mulberry32(seed * 104729 + policy.length * 31 + policy.charCodeAt(0));
   const epsRng = mulberry32(seed * 1299709 + 5);
 
-  const out: RunResult = { choices: [], shadowCost: [], calDry: [], calLive: [], changes: [], retries: 0 };
+  const out: RunResult = { choices: [], shadowCost: [], calDry: [], calLive: [], changes: [], retries: 0, risingRetries: 0 };
   const sessions = users.length;
   const pending: Array<{ due: number; rows: Array<{ session: string; score: number; useful: boolean }> }> = [];
   const input = (model: string, requestId: string, mode: 'live' | 'dry-run') => ({
@@ -257,6 +258,7 @@ async function runPolicy(policy: Policy, seed: number, users: User[], world: Wor
           const d = routing.route(input(policy === 'feedback_driven' ? 'auto' : 'auto-cost', session, 'live'));
           m = pick(d);
           if (d.insight.evidence?.retry) out.retries++;
+          if (d.insight.evidence?.retry === 'rising') out.risingRetries++;
           // The stationary scenario's calibration and smart_cost shadow (the drift scenarios report neither).
           if (policy === 'feedback_driven' && world === STATIONARY) {
             if (d.insight.confidence !== null) out.calLive.push({ confidence: d.insight.confidence, best: m === BEST });
@@ -697,7 +699,7 @@ async function stationary(): Promise<void> {
     const fdChanges = runs.feedback_driven.reduce((n, r) => n + r.changes.length, 0);
     const fdSessions = runs.feedback_driven.length * SESSIONS;
     lines.push(
-      `feedback_driven without any change: ${fdChanges} change point(s) detected in ${fdSessions} sessions × ${MODELS.length} models (${((fdChanges / (fdSessions * MODELS.length)) * 10_000).toFixed(2)} false alarms per 10,000 sessions per model); ${runs.feedback_driven.reduce((n, r) => n + r.retries, 0)} re-tries of starved or rising models (${pct(runs.feedback_driven.reduce((n, r) => n + r.retries, 0) / fdSessions)} of sessions).`,
+      `feedback_driven without any change: ${fdChanges} change point(s) detected in ${fdSessions} sessions × ${MODELS.length} models (${((fdChanges / (fdSessions * MODELS.length)) * 10_000).toFixed(2)} false alarms per 10,000 sessions per model); ${runs.feedback_driven.reduce((n, r) => n + r.retries, 0)} re-tries of starved or rising models (${pct(runs.feedback_driven.reduce((n, r) => n + r.retries, 0) / fdSessions)} of sessions; ${runs.feedback_driven.reduce((n, r) => n + r.risingRetries, 0)} of them following up a rise).`,
     );
     lines.push(`(${((Date.now() - started) / 1000).toFixed(1)} s)`, '');
     process.stdout.write(lines.join('\n') + '\n');

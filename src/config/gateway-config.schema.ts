@@ -251,7 +251,7 @@ const routing = obj({
   retry_starved: section(
     {
       enabled: withDefault(bool(), true),
-      after_requests: withDefault(int({ min: 1, max: 1_000_000_000 }), 1000),
+      after_requests: withDefault(int({ min: 1, max: 1_000_000_000 }), 2000),
       after_seconds: withDefault(num({ min: 1, max: 365 * 86_400 }), 86_400),
       share: withDefault(num({ min: 0, max: 0.5 }), 0.02),
       rising_share: withDefault(num({ min: 0, max: 0.5 }), 0.1),
