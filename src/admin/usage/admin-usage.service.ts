@@ -32,7 +32,7 @@ export interface UsageJson {
   to: string;
   step: string;
   group_by: UsageGroup | null;
-  /** Where the figures are read from (`decision_traces`: the raw traces). */
+  /** What the figures are of: `decision_traces` (read through their rollups, the same answer). */
   source: string;
   data: UsagePointJson[];
   next_cursor: string | null;
@@ -43,7 +43,7 @@ export interface UsageJson {
  * code, tokens, cost, latency percentiles, fallbacks and traffic share per model, as a time series in
  * buckets of a minute, an hour or a day, optionally split by one dimension. Points are (bucket, group)
  * pairs with at least one request, in time order, paged like every list. One port (UsageReader) reads
- * them, from the raw traces today.
+ * them, from the usage rollups and the traces they have not taken in yet.
  */
 @Injectable()
 export class AdminUsageService {

@@ -7,7 +7,7 @@ import { STEP_MS, UsageGroup, UsageQuery, UsageReader, UsageRow } from './usage-
  * never text from the request. '' stands for "none" (a trace with no selected model, or no grouping)
  * so that groups compare and join without NULL's three-valued logic.
  */
-const GROUP_COLUMN: Record<UsageGroup | 'none', string> = {
+export const GROUP_COLUMN: Record<UsageGroup | 'none', string> = {
   none: `''`,
   model: `COALESCE(selected_model, '')`,
   provider: `COALESCE(selected_provider, '')`,
@@ -79,7 +79,8 @@ function seriesSql(group: UsageGroup | null): string {
 
 const STATEMENTS = new Map<UsageGroup | null, string>([null, ...(['model', 'provider', 'key', 'route', 'status'] as const)].map((g) => [g, seriesSql(g)]));
 
-interface Row {
+/** A usage point as both readers' SQL answers it (this one and usage-rollup.repository.ts). */
+export interface UsagePointRow {
   bucket: Date | string;
   grp: string;
   requests: string | number;
@@ -99,7 +100,30 @@ interface Row {
 const json = <T>(v: T | string | null): T | null => (typeof v === 'string' ? (JSON.parse(v) as T) : v);
 const numOrNull = (v: number | string | null): number | null => (v === null ? null : Number(v));
 
-/** Usage from the raw decision traces (table `decision_traces`). */
+/** A point of either reader's SQL as the port's row. */
+export function toUsageRow(r: UsagePointRow): UsageRow {
+  return {
+    bucket: r.bucket instanceof Date ? r.bucket : new Date(r.bucket),
+    group: r.grp,
+    requests: Number(r.requests),
+    errors: Number(r.errors),
+    errorsByCode: (json(r.by_code) ?? []).map((c) => ({ code: c.code, count: Number(c.count) })),
+    promptTokens: Number(r.prompt_tokens),
+    completionTokens: Number(r.completion_tokens),
+    reasoningTokens: Number(r.reasoning_tokens),
+    costUsd: Number(r.cost_usd),
+    latencyP50Ms: numOrNull(r.p50),
+    latencyP90Ms: numOrNull(r.p90),
+    latencyP99Ms: numOrNull(r.p99),
+    fallbacks: Number(r.fallbacks),
+    traffic: (json(r.by_pair) ?? []).map((p) => ({ provider: p.provider, model: p.model, requests: Number(p.requests) })),
+  };
+}
+
+/**
+ * Usage from the raw decision traces (table `decision_traces`), seconds at volume: the oracle the
+ * tests hold the rollups' reader (usage-rollup.repository.ts) to.
+ */
 @Injectable()
 export class TraceUsageRepository extends UsageReader {
   readonly source = 'decision_traces';
@@ -111,7 +135,7 @@ export class TraceUsageRepository extends UsageReader {
   async series(q: UsageQuery): Promise<UsageRow[]> {
     // Rows before the cursor's bucket need not be read at all.
     const from = q.after && q.after.bucketMs > q.from.getTime() ? new Date(q.after.bucketMs) : q.from;
-    const { rows } = await this.sql.query<Row>(STATEMENTS.get(q.groupBy)!, [
+    const { rows } = await this.sql.query<UsagePointRow>(STATEMENTS.get(q.groupBy)!, [
       q.orgId,
       from.toISOString(),
       q.to.toISOString(),
@@ -120,21 +144,6 @@ export class TraceUsageRepository extends UsageReader {
       q.after?.group ?? null,
       q.limit,
     ]);
-    return rows.map((r) => ({
-      bucket: r.bucket instanceof Date ? r.bucket : new Date(r.bucket),
-      group: r.grp,
-      requests: Number(r.requests),
-      errors: Number(r.errors),
-      errorsByCode: (json(r.by_code) ?? []).map((c) => ({ code: c.code, count: Number(c.count) })),
-      promptTokens: Number(r.prompt_tokens),
-      completionTokens: Number(r.completion_tokens),
-      reasoningTokens: Number(r.reasoning_tokens),
-      costUsd: Number(r.cost_usd),
-      latencyP50Ms: numOrNull(r.p50),
-      latencyP90Ms: numOrNull(r.p90),
-      latencyP99Ms: numOrNull(r.p99),
-      fallbacks: Number(r.fallbacks),
-      traffic: (json(r.by_pair) ?? []).map((p) => ({ provider: p.provider, model: p.model, requests: Number(p.requests) })),
-    }));
+    return rows.map(toUsageRow);
   }
 }

@@ -1,9 +1,9 @@
 /**
- * The one port behind `GET /v1/admin/usage` (docs/api.md "Admin API", usage). Read from the raw
- * decision traces today (TraceUsageRepository); shaped so that an adapter over hourly rollups can take
- * the hour and day steps later without the service or the answer changing: a query is a time range,
- * a bucket width and one dimension, and a row is one (bucket, group) with sums, counts and latency
- * percentiles.
+ * The one port behind `GET /v1/admin/usage` (docs/api.md "Admin API", usage). Served from the usage
+ * rollups (UsageRollupRepository, docs/architecture.md "Usage from rollups"), with the raw decision
+ * traces (TraceUsageRepository) as the tests' oracle: both give the same answer. A query is a time
+ * range, a bucket width and one dimension, and a row is one (bucket, group) with sums, counts and
+ * latency percentiles.
  */
 
 export const USAGE_STEPS = ['minute', 'hour', 'day'] as const;

@@ -17,7 +17,7 @@ import type { SqlExecutor } from '../../stores/sql/sql-store';
  * chunks of at most BACKFILL_CHUNK rows in created_at order, as many per beat as its time budget
  * allows, each statement well inside the store's statement timeout.
  */
-export type RollupName = 'learning' | 'experiments';
+export type RollupName = 'learning' | 'experiments' | 'usage';
 
 export interface RollupState {
   /** Every row with txid below this is taken in (decimal string: a bigint). */
