@@ -18,10 +18,11 @@ import { Segment, segmentsOf } from './usage-segments';
  *   raw      the edges' seconds left over, and every trace of the rest of the range that the rollups
  *            have not taken in yet (the tail since the last beat; a backfill's remainder), from
  *            decision_traces;
- *   keys     the page: the first $6 (bucket, group) of all three after the cursor. A point in the
- *            page is among the first $6 of main if main has it, so main's limit loses none;
- *   ex       the points that fine or raw add to: their percentiles are read from the merged
- *            histograms (main's own read by primary key), the others' are main's as stored.
+ *   keys     the page: the first $6 (bucket, group) of all three after the cursor, up to `last`. A
+ *            point in the page is among the first $6 of main if main has it, so main's limit loses
+ *            none, and every part is cut at `last` by comparison rather than joined to the keys;
+ *   ex       the points fine or raw add to: their percentiles are read from the merged histograms
+ *            (the whole bucket's own read by primary key), the others' are main's as stored.
  *
  * $1 organisation, $2 dimension ('' ungrouped); the segments' bounds and the tail's bounds follow.
  * Every fragment is a constant chosen by the validated step and group, never text of the request.
@@ -29,6 +30,8 @@ import { Segment, segmentsOf } from './usage-segments';
 const POINT = `requests, errors, fallbacks, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd`;
 const ARRAYS = `error_codes, error_counts, traffic_providers, traffic_models, traffic_counts`;
 const AFTER = `($4::timestamptz IS NULL OR (bucket, grp) > ($4::timestamptz, $5::text))`;
+/** Within the page: at or before its last point (CTE `last`; none when the page is empty). */
+const UPTO = `(bucket, grp) <= ((SELECT bucket FROM last), (SELECT grp FROM last))`;
 const RAW_COLUMNS = `status, error_code, latency_ms, cost_usd, prompt_tokens, completion_tokens, reasoning_tokens, fallback_used, selected_provider, selected_model`;
 
 interface Built {
@@ -83,60 +86,67 @@ function build(q: UsageQuery, from: number, segments: Segment[], coverage: Usage
   }
   const raw = rawParts.length ? rawParts.join('\n      UNION ALL\n      ') : `SELECT now() AS bucket, ''::text AS grp, ${RAW_COLUMNS} FROM decision_traces WHERE false`;
 
+  const inMain = (col: string) => (whole ? `${col} >= ${at(whole.from)}::timestamptz AND ${col} < ${at(whole.to)}::timestamptz` : 'false');
   const sql = `
-  WITH main AS (
+  WITH main AS MATERIALIZED (
     ${main}
   ),
-  fine AS (
+  fine AS MATERIALIZED (
     SELECT * FROM (
       ${fine}
     ) f WHERE ${AFTER}
   ),
-  raw AS (
+  raw AS MATERIALIZED (
     SELECT * FROM (
       ${raw}
     ) r WHERE ${AFTER}
   ),
-  keys AS (
+  keys AS MATERIALIZED (
     SELECT bucket, grp FROM main UNION SELECT bucket, grp FROM fine UNION SELECT bucket, grp FROM raw
     ORDER BY bucket, grp LIMIT $6
   ),
-  ex AS (
-    SELECT bucket, grp, true AS merged FROM (SELECT bucket, grp FROM fine UNION SELECT bucket, grp FROM raw) e
+  last AS MATERIALIZED (SELECT bucket, grp FROM keys ORDER BY bucket DESC, grp DESC LIMIT 1),
+  ex AS MATERIALIZED (
+    SELECT DISTINCT bucket, grp FROM (SELECT bucket, grp FROM fine UNION ALL SELECT bucket, grp FROM raw) e WHERE ${UPTO}
   ),
-  sums AS (
+  sums AS MATERIALIZED (
     SELECT bucket, grp, sum(requests) AS requests, sum(errors) AS errors, sum(fallbacks) AS fallbacks,
            COALESCE(sum(prompt_tokens), 0) AS prompt_tokens, COALESCE(sum(completion_tokens), 0) AS completion_tokens,
-           COALESCE(sum(reasoning_tokens), 0) AS reasoning_tokens, COALESCE(sum(cost_usd), 0) AS cost_usd
-    FROM keys JOIN (
-      SELECT bucket, grp, ${POINT} FROM main
+           COALESCE(sum(reasoning_tokens), 0) AS reasoning_tokens, COALESCE(sum(cost_usd), 0) AS cost_usd,
+           bool_or(merged) AS merged, max(latency_p50) AS p50, max(latency_p90) AS p90, max(latency_p99) AS p99
+    FROM (
+      SELECT bucket, grp, ${POINT}, false AS merged, latency_p50, latency_p90, latency_p99 FROM main
       UNION ALL
-      SELECT bucket, grp, ${POINT} FROM fine
+      SELECT bucket, grp, ${POINT}, true, NULL, NULL, NULL FROM fine
       UNION ALL
-      SELECT bucket, grp, 1, (status >= 400)::int, fallback_used::int, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd::numeric FROM raw
-    ) s USING (bucket, grp)
+      SELECT bucket, grp, 1, (status >= 400)::int, fallback_used::int, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd::numeric,
+             true, NULL, NULL, NULL
+      FROM raw
+    ) s
+    WHERE ${UPTO}
     GROUP BY bucket, grp
   ),
-  codes AS (
-    SELECT bucket, grp, jsonb_agg(jsonb_build_object('code', code, 'count', n) ORDER BY n DESC, code) AS by_code
+  codes AS MATERIALIZED (
+    SELECT bucket, grp, jsonb_agg(jsonb_build_object('code', code, 'count', n) ORDER BY n DESC, code) AS list
     FROM (
       SELECT bucket, grp, code, sum(n) AS n
-      FROM keys JOIN (
+      FROM (
         SELECT m.bucket, m.grp, c.code, c.n FROM main m CROSS JOIN LATERAL unnest(m.error_codes, m.error_counts) AS c (code, n)
         UNION ALL
         SELECT f.bucket, f.grp, c.code, c.n FROM fine f CROSS JOIN LATERAL unnest(f.error_codes, f.error_counts) AS c (code, n)
         UNION ALL
         SELECT bucket, grp, COALESCE(error_code, 'unknown'), 1 FROM raw WHERE status >= 400
-      ) c USING (bucket, grp)
+      ) c
+      WHERE ${UPTO}
       GROUP BY bucket, grp, code
     ) c
     GROUP BY bucket, grp
   ),
-  traffic AS (
-    SELECT bucket, grp, jsonb_agg(jsonb_build_object('provider', provider, 'model', model, 'requests', n) ORDER BY n DESC, provider, model) AS by_pair
+  traffic AS MATERIALIZED (
+    SELECT bucket, grp, jsonb_agg(jsonb_build_object('provider', provider, 'model', model, 'requests', n) ORDER BY n DESC, provider, model) AS list
     FROM (
       SELECT bucket, grp, provider, model, sum(n) AS n
-      FROM keys JOIN (
+      FROM (
         SELECT m.bucket, m.grp, t.provider, t.model, t.n
         FROM main m CROSS JOIN LATERAL unnest(m.traffic_providers, m.traffic_models, m.traffic_counts) AS t (provider, model, n)
         UNION ALL
@@ -144,41 +154,96 @@ function build(q: UsageQuery, from: number, segments: Segment[], coverage: Usage
         FROM fine f CROSS JOIN LATERAL unnest(f.traffic_providers, f.traffic_models, f.traffic_counts) AS t (provider, model, n)
         UNION ALL
         SELECT bucket, grp, selected_provider, selected_model, 1 FROM raw
-      ) t USING (bucket, grp)
+      ) t
+      WHERE ${UPTO}
       GROUP BY bucket, grp, provider, model
     ) t
     GROUP BY bucket, grp
   ),
-  bins AS (
+  bins AS MATERIALIZED (
     SELECT bucket, grp, bin, sum(n) AS n, sum(total) AS total
     FROM (
-      SELECT m.bucket, m.grp, h.bin, h.n, h.total
-      FROM main m JOIN ex USING (bucket, grp)
-      JOIN usage_rollups u ON u.org_id = $1 AND u.step = ${mainStep} AND u.dim = $2 AND u.bucket = m.bucket AND u.value = m.grp
+      -- The whole bucket's own histogram, read by primary key, only where fine or raw add to it.
+      SELECT e.bucket, e.grp, h.bin, h.n, h.total
+      FROM ex e
+      JOIN usage_rollups u ON u.org_id = $1 AND u.step = ${mainStep} AND u.dim = $2 AND u.bucket = e.bucket AND u.value = e.grp
       CROSS JOIN LATERAL unnest(u.latency_bins, u.latency_n, u.latency_sum) AS h (bin, n, total)
+      WHERE ${inMain('e.bucket')}
       UNION ALL
       SELECT f.bucket, f.grp, h.bin, h.n, h.total
-      FROM fine f JOIN keys USING (bucket, grp) CROSS JOIN LATERAL unnest(f.latency_bins, f.latency_n, f.latency_sum) AS h (bin, n, total)
+      FROM fine f CROSS JOIN LATERAL unnest(f.latency_bins, f.latency_n, f.latency_sum) AS h (bin, n, total)
+      WHERE ${UPTO}
       UNION ALL
-      SELECT r.bucket, r.grp, ${latencyBinSql('r.latency_ms')}, 1, r.latency_ms
-      FROM raw r JOIN keys USING (bucket, grp) WHERE r.status BETWEEN 200 AND 299
+      SELECT bucket, grp, ${latencyBinSql('latency_ms')}, 1, latency_ms FROM raw WHERE status BETWEEN 200 AND 299 AND ${UPTO}
     ) b
     GROUP BY bucket, grp, bin
   )
   ${percentilesSql('pct', 'bins', ['bucket', 'grp'], [0.5, 0.9, 0.99])}
-  SELECT s.bucket, s.grp, s.requests, s.errors, s.prompt_tokens, s.completion_tokens, s.reasoning_tokens, s.cost_usd, s.fallbacks,
-         CASE WHEN ex.merged THEN pct.p50 ELSE m.latency_p50 END AS p50,
-         CASE WHEN ex.merged THEN pct.p90 ELSE m.latency_p90 END AS p90,
-         CASE WHEN ex.merged THEN pct.p99 ELSE m.latency_p99 END AS p99,
-         codes.by_code, traffic.by_pair
-  FROM sums s
-  LEFT JOIN main m ON m.bucket = s.bucket AND m.grp = s.grp
-  LEFT JOIN ex ON ex.bucket = s.bucket AND ex.grp = s.grp
-  LEFT JOIN pct ON pct.bucket = s.bucket AND pct.grp = s.grp
-  LEFT JOIN codes ON codes.bucket = s.bucket AND codes.grp = s.grp
-  LEFT JOIN traffic ON traffic.bucket = s.bucket AND traffic.grp = s.grp
-  ORDER BY s.bucket, s.grp`;
+  -- The parts of each point, tagged, put together by the caller: joining them here would make the
+  -- planner loop over one for each row of another.
+  SELECT 0 AS part, bucket, grp, requests, errors, fallbacks, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, merged, p50, p90, p99, NULL::jsonb AS list FROM sums
+  UNION ALL
+  SELECT 1, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p50, p90, p99, NULL FROM pct
+  UNION ALL
+  SELECT 2, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, list FROM codes
+  UNION ALL
+  SELECT 3, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, list FROM traffic
+  ORDER BY part, bucket, grp`;
   return { sql, params };
+}
+
+/** One part of a point (build's final SELECT): 0 its sums and stored percentiles, 1 its merged percentiles, 2 its codes, 3 its traffic. */
+interface PartRow {
+  part: number;
+  bucket: Date | string;
+  grp: string;
+  requests: string | number | null;
+  errors: string | number | null;
+  fallbacks: string | number | null;
+  prompt_tokens: string | number | null;
+  completion_tokens: string | number | null;
+  reasoning_tokens: string | number | null;
+  cost_usd: string | number | null;
+  merged: boolean | null;
+  p50: number | null;
+  p90: number | null;
+  p99: number | null;
+  list: UsagePointRow['by_code'] | UsagePointRow['by_pair'];
+}
+
+/** The points, in the statement's order, each with its parts. */
+function assemble(rows: readonly PartRow[]): UsagePointRow[] {
+  const points = new Map<string, UsagePointRow & { merged: boolean }>();
+  const keyOf = (r: PartRow) => `${new Date(r.bucket).getTime()}\u0000${r.grp}`;
+  for (const r of rows) {
+    if (r.part === 0) {
+      points.set(keyOf(r), {
+        bucket: r.bucket,
+        grp: r.grp,
+        requests: r.requests!,
+        errors: r.errors!,
+        prompt_tokens: r.prompt_tokens!,
+        completion_tokens: r.completion_tokens!,
+        reasoning_tokens: r.reasoning_tokens!,
+        cost_usd: r.cost_usd!,
+        fallbacks: r.fallbacks!,
+        merged: r.merged === true,
+        // A whole bucket's percentiles as stored; a merged one's come with part 1.
+        p50: r.merged ? null : r.p50,
+        p90: r.merged ? null : r.p90,
+        p99: r.merged ? null : r.p99,
+        by_code: null,
+        by_pair: null,
+      });
+      continue;
+    }
+    const p = points.get(keyOf(r));
+    if (!p) continue;
+    if (r.part === 1 && p.merged) Object.assign(p, { p50: r.p50, p90: r.p90, p99: r.p99 });
+    else if (r.part === 2) p.by_code = r.list as UsagePointRow['by_code'];
+    else if (r.part === 3) p.by_pair = r.list as UsagePointRow['by_pair'];
+  }
+  return [...points.values()];
 }
 
 /**
@@ -227,8 +292,8 @@ export class UsageRollupRepository extends UsageReader {
         rollupFrom: coverage ? rollupFrom : Infinity,
       });
       const { sql, params } = build(q, from, segments, coverage);
-      const { rows } = await tx.query<UsagePointRow>(sql, params);
-      return rows.map(toUsageRow);
+      const { rows } = await tx.query<PartRow>(sql, params);
+      return assemble(rows).map(toUsageRow);
     });
   }
 }

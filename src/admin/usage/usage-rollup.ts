@@ -217,7 +217,15 @@ const WRITE = `
     traffic_providers = EXCLUDED.traffic_providers, traffic_models = EXCLUDED.traffic_models, traffic_counts = EXCLUDED.traffic_counts,
     latency_bins = EXCLUDED.latency_bins, latency_n = EXCLUDED.latency_n, latency_sum = EXCLUDED.latency_sum`;
 
-/** Writes a chunk's rows (WRITE); the number of rows. */
+/**
+ * Rows per write statement. A chunk's traces make from a handful of rows each (sparse traffic: a
+ * row per minute, hour and day and dimension) down to a fraction of one (busy minutes): the
+ * statement's cost follows its rows, so they are written in batches that stay well inside the
+ * statement timeout.
+ */
+const WRITE_ROWS = 4_000;
+
+/** Writes rows of a chunk (WRITE); the number of rows. */
 async function write(tx: SqlExecutor, deltas: readonly Delta[]): Promise<number> {
   if (deltas.length === 0) return 0;
   const codes: [number[], string[], number[]] = [[], [], []];
@@ -373,10 +381,11 @@ export class UsageRollups {
     return { traces, complete: state.backfillTxid === null };
   }
 
-  /** Reads one chunk of traces and writes their rows; how many traces. */
+  /** Reads one chunk of traces and writes their rows, WRITE_ROWS per statement; how many traces. */
   private async takeIn(tx: SqlExecutor, sql: string, params: unknown[], minuteFrom: number): Promise<number> {
     const { rows } = await tx.query<TraceRow>(sql, params);
-    await write(tx, spread(rows, minuteFrom));
+    const deltas = spread(rows, minuteFrom);
+    for (let i = 0; i < deltas.length; i += WRITE_ROWS) await write(tx, deltas.slice(i, i + WRITE_ROWS));
     return rows.length;
   }
 
