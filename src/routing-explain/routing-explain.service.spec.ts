@@ -8,7 +8,7 @@ import { explainWindows, LimitsService } from '../limits/limits.service';
 import { MonthlyUsageRepository } from '../limits/monthly-usage.repository';
 import { MetricsService } from '../metrics/metrics.service';
 import { StoreFallback } from '../resilience/store-fallback';
-import { RoutingService } from '../routing/routing.service';
+import { NO_ROUTER, RoutingService } from '../routing/routing.service';
 import type { RoutingDecision, RoutingInput } from '../routing/routing.types';
 import { CacheStore, WindowCheck, WindowDecision } from '../stores/cache/cache-store';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
@@ -42,17 +42,7 @@ class FakeRouting extends RoutingService {
       filtered: [],
       plan: [{ provider: 'mock', model: 'mock-fast' }],
       messages: input.messages,
-      insight: {
-        routerInvoked: false,
-        phase: null,
-        weights: null,
-        confidence: null,
-        confidenceReason: 'no_router_invoked',
-        explorationRateEffective: 0,
-        usedSharedPoolPrior: false,
-        evidence: null,
-        firewallBlocked: false,
-      },
+      insight: { ...NO_ROUTER },
     };
   }
 }
