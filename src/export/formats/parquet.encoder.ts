@@ -124,7 +124,9 @@ export class ParquetEncoder implements RecordEncoder {
 
   private async flushGroup(): Promise<void> {
     const w = await this.open();
-    const columnData = this.schema.columns.map((c, i) => ({ name: c.name, data: this.columns[i], statistics: STATISTICS.has(c.name) }));
+    // No offset index: a column chunk of one row group is a page or two, nothing for a reader to skip
+    // by, and its entries would wait in memory until the footer.
+    const columnData = this.schema.columns.map((c, i) => ({ name: c.name, data: this.columns[i], statistics: STATISTICS.has(c.name), offsetIndex: false }));
     this.columns = this.schema.columns.map(() => []);
     this.pending = 0;
     await w.write({ columnData, rowGroupSize: columnData[0].data.length });
