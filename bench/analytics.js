@@ -25,7 +25,13 @@
  *   (g) the decisions export: `gateway export --format parquet --out DIR` (the CLI, what a sidecar's
  *       first run does: every stored trace, from no cursor) over --export-rows traces, rows per
  *       second from spawn to exit and its RSS (from /proc, every 200 ms) at the start and at its peak;
- *       DuckDB reads the files back and their count and sum of status must equal the store's.
+ *       DuckDB reads the files back and their count and sum of status must equal the store's;
+ *   (h) the Admin API at each size: the usage rollups rebuilt from the loaded traces by their own
+ *       backfill (timed), 1,000 new traces left for readers to read from decision_traces, an
+ *       experiment with some chat traffic, then each admin read (usage at each step over 30, 7 and 1
+ *       days, grouped and not; trace search with filters, a second page, a trace; models; an
+ *       experiment; keys; providers) timed over --admin-requests requests through HTTP against a
+ *       gateway process on that database, p50/p95 per read; and the usage rollups' size.
  *
  * Writes bench/results/analytics-latest.json and prints a Markdown table.
  *
@@ -37,8 +43,9 @@
  *   --connections=N      concurrency of the CPU runs (default 16)
  *   --rate=N             chat requests per second during the outage phase (default 1000; quick 100)
  *   --outage=S           seconds Postgres stays down (default 60; quick 4)
- *   --only=a,b           phases: beats, restart, bytes, prune, cpu, outage, export (default all; beats loads the data)
+ *   --only=a,b           phases: beats, restart, bytes, prune, cpu, outage, export, admin (default all; beats and admin load the data)
  *   --export-rows=N      traces the export phase reads at least (default 10000000; quick 50000)
+ *   --admin-requests=N   timed requests per admin read (default 20; quick 5)
  *   --out=FILE           where to write the JSON (default bench/results/analytics-latest.json)
  *   --keep-build         keep bench/.build/analytics-<pid>/
  */
@@ -56,18 +63,20 @@ const servers = require('../scripts/test-servers');
 const ORGS = ['bench-org-a', 'bench-org-b', 'bench-org-c'];
 const MODELS = ['m1', 'm2', 'm3', 'm4', 'm5'];
 const KEY = 'gw-analytics-bench-key';
+/** The admin phase's key (first organisation): it reads the Admin API and creates the experiment. */
+const ADMIN_KEY = `${KEY}-admin`;
 const DAY_MS = 86_400_000;
 const SPAN_DAYS = 31;
 /** Rows per INSERT while loading. */
 const CHUNK = 250_000;
-const PHASES = ['beats', 'restart', 'bytes', 'prune', 'cpu', 'outage', 'export'];
+const PHASES = ['beats', 'restart', 'bytes', 'prune', 'cpu', 'outage', 'export', 'admin'];
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const started = Date.now();
 const log = (msg) => process.stderr.write(`[analytics ${new Date().toISOString().slice(11, 19)} +${((Date.now() - started) / 1000).toFixed(0)}s] ${msg}\n`);
 
 function parseArgs(argv) {
-  const a = { quick: false, sizes: null, beats: null, cpuSeconds: null, connections: 16, rate: null, outage: null, only: null, out: null, keepBuild: false, exportRows: null };
+  const a = { quick: false, sizes: null, beats: null, cpuSeconds: null, connections: 16, rate: null, outage: null, only: null, out: null, keepBuild: false, exportRows: null, adminRequests: null };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -80,6 +89,7 @@ function parseArgs(argv) {
       case '--rate': a.rate = Number(v); break;
       case '--outage': a.outage = Number(v); break;
       case '--export-rows': a.exportRows = Number(v); break;
+      case '--admin-requests': a.adminRequests = Number(v); break;
       case '--only': a.only = v.split(',').map((s) => s.trim()).filter(Boolean); break;
       case '--out': a.out = path.resolve(v); break;
       case '--help': case '-h':
@@ -96,6 +106,7 @@ function parseArgs(argv) {
   a.rate ??= q ? 100 : 1000;
   a.outage ??= q ? 4 : 60;
   a.exportRows ??= q ? 50_000 : 10_000_000;
+  a.adminRequests ??= q ? 5 : 20;
   a.only ??= PHASES;
   for (const p of a.only) if (!PHASES.includes(p)) throw new Error(`--only: unknown phase ${p} (${PHASES.join(', ')})`);
   if (a.sizes.some((n) => !Number.isInteger(n) || n < 1000) || a.sizes.some((n, i) => i > 0 && n <= a.sizes[i - 1])) throw new Error('--sizes: increasing integers ≥ 1000');
@@ -121,7 +132,7 @@ function gatewayYaml(fakeUrl, refreshSeconds) {
       `  ${o}:`,
       '    plan: pro',
       '    features: [has_test_ab, feedback_routing, explain]',
-      `    api_keys: [ { id: key-${i}, key: "${i === 0 ? KEY : `${KEY}-${i}`}" } ]`,
+      `    api_keys: [ { id: key-${i}, key: "${i === 0 ? KEY : `${KEY}-${i}`}" }${i === 0 ? `, { id: admin-0, key: "${ADMIN_KEY}", permissions: [read, write, admin] }` : ''} ]`,
     ]),
     '',
   ].join('\n');
@@ -203,6 +214,7 @@ async function main() {
       shape: { sizes: args.sizes, orgs: ORGS.length, models: MODELS.length, requests_per_session: 4, sessions_with_feedback: 0.3, span_days: SPAN_DAYS, learning_window_days: 30 },
       beats: args.beats,
       export_rows: args.only.includes('export') ? args.exportRows : null,
+      admin_requests: args.only.includes('admin') ? args.adminRequests : null,
       phases: args.only,
     },
   };
@@ -276,6 +288,8 @@ async function main() {
 
     // The learning job of the built gateway, in a Nest application context (what a replica runs).
     let ctx = null;
+    /** What the admin phase keeps from one size to the next (the experiment it created). */
+    const adminShared = {};
     const openContext = async () => {
       require(require.resolve('reflect-metadata', { paths: [procs.ROOT] }));
       const { NestFactory } = require(require.resolve('@nestjs/core', { paths: [procs.ROOT] }));
@@ -297,7 +311,7 @@ async function main() {
     };
 
     // ---- (a) beats at each size ----
-    if (has('beats') || has('restart') || has('bytes') || has('prune')) {
+    if (has('beats') || has('restart') || has('bytes') || has('prune') || has('admin')) {
       ctx = await openContext();
       cleanups.push(() => ctx?.app.close());
       out.sizes = [];
@@ -311,7 +325,9 @@ async function main() {
         await db.query(`DELETE FROM rollup_state WHERE name = 'learning'`);
         const backfillStart = performance.now();
         let backfillBeats = 0;
-        for (;;) {
+        // Only the admin phase asked for: it needs the loaded traces, not the learning rollups.
+        const learning = has('beats') || has('restart') || has('bytes') || has('prune');
+        for (; learning; ) {
           await beat();
           backfillBeats++;
           const st = await db.query(`SELECT backfill_txid IS NULL AS done FROM rollup_state WHERE name = 'learning'`);
@@ -327,6 +343,11 @@ async function main() {
         const entry = { traces: size, load_ms: round(loadMs, 0), backfill_ms: round(catchUp, 0), backfill_beats: backfillBeats, beat_p50_ms: round(p(50), 1), beat_p99_ms: round(p(99), 1), beats: times.map((x) => round(x, 1)) };
         out.sizes.push(entry);
         log(`${size.toLocaleString('en')} traces: load ${entry.load_ms} ms, rollups backfilled in ${entry.backfill_ms} ms (${backfillBeats} beats), beats p50 ${entry.beat_p50_ms} p99 ${entry.beat_p99_ms} ms`);
+        // ---- (h) the Admin API at this size ----
+        if (has('admin')) {
+          out.admin ??= [];
+          out.admin.push(await adminPhase({ size, dist, main: build.main, app: ctx.app, db, newTraffic, gatewayEnv: (dataDir, port) => envFor(files.quiet, dataDir, port), tmp, requests: args.adminRequests, shared: adminShared, t0, span }));
+        }
       }
       // ---- (b) the first beat after a restart ----
       if (has('restart')) {
@@ -466,6 +487,8 @@ async function main() {
       export_rows_per_s: out.export?.rows_per_s ?? null,
       export_rss_start_mib: out.export?.rss_start_mib ?? null,
       export_rss_peak_mib: out.export?.rss_peak_mib ?? null,
+      admin_p95_ms_1m: out.admin?.[0]?.p95_max_ms ?? null,
+      admin_p95_ms_10m: out.admin?.at(-1)?.p95_max_ms ?? null,
       details: out,
     });
     report.meta.seconds = round((Date.now() - started) / 1000, 0);
@@ -562,6 +585,129 @@ async function exportPhase({ dist, pgUrl, tmp, db, cleanups }) {
   };
 }
 
+/**
+ * (h): the Admin API at one size. The usage rollups are rebuilt from the loaded traces as a first
+ * start does (their state cleared, the backfill run to its end, larger chunks than a beat's), then
+ * 1,000 new traces are written that no beat takes in (readers read them from decision_traces, as
+ * they read what arrived since the last beat). A gateway process on the database answers the reads;
+ * an experiment is created the first time (canary m1 → m2) and a little chat traffic goes through it.
+ * Each read: one request to warm up, then `requests` timed ones, one at a time over keep-alive.
+ */
+async function adminPhase({ size, dist, main, app, db, newTraffic, gatewayEnv, tmp, requests, shared, t0, span }) {
+  const { UsageRollupRepository } = require(path.join(dist, 'admin', 'usage', 'usage-rollup.repository.js'));
+  const usage = app.get(UsageRollupRepository, { strict: false });
+  log(`admin: rebuilding the usage rollups from ${size.toLocaleString('en')} traces…`);
+  await db.query(`DELETE FROM rollup_state WHERE name = 'usage'`);
+  const t = performance.now();
+  let taken = 0;
+  for (;;) {
+    const v = await usage.catchUp({ chunkRows: 20_000, budgetMs: 30_000 });
+    taken += v.traces;
+    if (v.complete) break;
+  }
+  const backfillMs = performance.now() - t;
+  // As autovacuum would after such a write: the planner reads the table's statistics.
+  await db.query('ANALYZE usage_rollups');
+  const { rows: sizeRows } = await db.query(`SELECT pg_total_relation_size('usage_rollups')::bigint AS bytes, (SELECT count(*) FROM usage_rollups)::bigint AS n`);
+  log(`admin: usage rollups rebuilt in ${round(backfillMs, 0)} ms (${taken.toLocaleString('en')} traces, ${Number(sizeRows[0].n).toLocaleString('en')} rows, ${(Number(sizeRows[0].bytes) / 2 ** 20).toFixed(0)} MiB)`);
+  await newTraffic();
+
+  const port = await servers.freePort();
+  const gw = await procs.startGateway({ main, env: gatewayEnv(path.join(tmp, `data-admin-${size}`), port), port, logFile: path.join(tmp, `gateway-admin-${size}.log`) });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+  const call = (method, pathname, body) =>
+    new Promise((resolve) => {
+      const started = performance.now();
+      const payload = body === undefined ? undefined : JSON.stringify(body);
+      const headers = { authorization: `Bearer ${ADMIN_KEY}`, ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), 'x-gateway-confirm': 'experiments' } : {}) };
+      const req = http.request({ host: '127.0.0.1', port, path: pathname, method, agent, headers, timeout: 60_000 }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          let json = null;
+          try {
+            json = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {}
+          resolve({ status: res.statusCode, ms: performance.now() - started, json });
+        });
+      });
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', () => resolve({ status: null, ms: performance.now() - started, json: null }));
+      req.end(payload);
+    });
+  try {
+    // The experiment the detail read shows: created once, traffic at every size.
+    if (!shared.experimentId) {
+      const r = await call('POST', '/v1/experiments', { type: 'canary', baseline: { provider: 'fake', model: 'm1' }, candidate: { provider: 'fake', model: 'm2' }, traffic_pct: 50 });
+      if (r.status !== 201) throw new Error(`creating the experiment answered ${r.status}: ${JSON.stringify(r.json)}`);
+      shared.experimentId = r.json.id;
+    }
+    const chat = pacedClient(gw.url, `admin-${size}-${Date.now().toString(36)}`);
+    await chat.paced(100, 3);
+
+    const iso = (ms) => new Date(ms).toISOString();
+    const now = Date.now();
+    const since = (days) => iso(now - days * DAY_MS);
+    // A loaded session of the first organisation (session 3k is its), from mid-way through the load,
+    // that started inside the searched 30 days (INSERT_TRACES's time of session s), and its first trace.
+    let s3 = 3 * Math.floor(size / 24);
+    while (t0 + Number((BigInt(s3 % 100_000_007) * 2_654_435_761n) % BigInt(span)) < now - 30 * DAY_MS + 3_600_000) s3 += 3;
+    const g = 4 * s3;
+    const reads = [];
+    for (const [step, days] of [['minute', 1], ['hour', 30], ['hour', 7], ['hour', 1], ['day', 30], ['day', 7], ['day', 1]]) {
+      for (const group of [null, 'model']) {
+        reads.push([`usage ${step} ${days}d${group ? ` by ${group}` : ''}`, `/v1/admin/usage?from=${since(days)}&to=${iso(now)}&step=${step}${group ? `&group_by=${group}` : ''}&limit=1000`]);
+      }
+    }
+    const search = `/v1/admin/traces?from=${since(30)}&to=${iso(now)}`;
+    const first = await call('GET', `${search}&limit=100`);
+    if (first.status !== 200 || !first.json.data.length) throw new Error(`trace search answered ${first.status}`);
+    reads.push(
+      ['traces 30d, newest 100', `${search}&limit=100`],
+      ['traces 30d, second page', `${search}&limit=100&cursor=${first.json.next_cursor}`],
+      ['traces 30d, model m3 and 5xx', `${search}&model=m3&status=5xx&limit=100`],
+      ['traces 30d, by request id', `${search}&request_id=bench-r${g}`],
+      ['traces 30d, by session id', `${search}&session_id=bench-s${g / 4}`],
+      ['trace detail', `/v1/admin/traces/${first.json.data[0].id}`],
+      ['models', '/v1/admin/models'],
+      ['experiment detail', `/v1/admin/experiments/${shared.experimentId}`],
+      ['keys', '/v1/admin/keys'],
+      ['providers', '/v1/admin/providers'],
+    );
+    const results = [];
+    for (const [name, pathname] of reads) {
+      await call('GET', pathname);
+      const times = [];
+      const statuses = new Set();
+      let rows = null;
+      for (let i = 0; i < requests; i++) {
+        const r = await call('GET', pathname);
+        times.push(r.ms);
+        statuses.add(r.status);
+        rows = Array.isArray(r.json?.data) ? r.json.data.length : rows;
+      }
+      const p = percentiles(times);
+      results.push({ name, path: pathname, statuses: [...statuses], rows, p50_ms: round(p(50), 1), p95_ms: round(p(95), 1) });
+      log(`admin ${size.toLocaleString('en')}: ${name}: p50 ${round(p(50), 1)} ms, p95 ${round(p(95), 1)} ms (${[...statuses].join(', ')}${rows === null ? '' : `; ${rows} rows`})`);
+    }
+    const slowest = results.reduce((a, b) => (b.p95_ms > a.p95_ms ? b : a));
+    return {
+      traces: size,
+      usage_backfill_ms: round(backfillMs, 0),
+      usage_rollup_rows: Number(sizeRows[0].n),
+      usage_rollup_bytes: Number(sizeRows[0].bytes),
+      requests_per_read: requests,
+      p95_max_ms: slowest.p95_ms,
+      slowest: slowest.name,
+      all_200: results.every((r) => r.statuses.length === 1 && r.statuses[0] === 200),
+      reads: results,
+    };
+  } finally {
+    agent.destroy();
+    await gw.stop();
+  }
+}
+
 /** Sum of a metric's samples on a gateway's /metrics (null when it cannot be read). */
 async function metricSum(url, name) {
   try {
@@ -644,11 +790,20 @@ function render(r) {
     L.push(`| traces lost / duplicated across a ${fmt(round(o.outage_ms / 1000, 1))} s Postgres outage at ${fmt(o.rate_per_s)} req/s (${fmt(o.answered_2xx)} answered 2xx) | ${fmt(o.lost)} / ${fmt(o.duplicated)} |`);
     L.push(`| … spooled / replayed; spool drained after the outage in | ${fmt(o.metrics.gateway_traces_spooled_total)} / ${fmt(o.metrics.gateway_traces_replayed_total)}; ${fmt(o.drain_ms, ' ms')} |`);
   }
+  for (const a of d.admin ?? []) {
+    L.push(`| usage rollups rebuilt from ${fmt(a.traces)} traces by their backfill (${fmt(a.usage_rollup_rows)} rows, ${fmt(round(a.usage_rollup_bytes / 2 ** 20, 0), ' MiB')}) | ${fmt(a.usage_backfill_ms, ' ms')} |`);
+    L.push(`| Admin API at ${fmt(a.traces)} traces: slowest read's p95 (${a.slowest}; ${a.requests_per_read} requests per read${a.all_200 ? '' : '; NOT ALL 200'}) | ${fmt(a.p95_max_ms, ' ms')} |`);
+  }
   if (d.export) {
     const e = d.export;
     L.push(`| \`gateway export --format parquet\` of ${fmt(e.rows)} traces (the CLI process whole; ${fmt(e.files)} files, ${fmt(e.bytes_per_row)} B per row; read back by DuckDB: ${e.verified ? 'equal' : 'NOT equal'}) | ${fmt(e.rows_per_s, ' rows/s')} |`);
     L.push(`| … rows per CPU second of the export process (${fmt(e.cpu_s, ' s')} of CPU) | ${fmt(e.rows_per_cpu_s)} |`);
     L.push(`| … its RSS at the start / at the peak | ${fmt(e.rss_start_mib)} / ${fmt(e.rss_peak_mib, ' MiB')} |`);
+  }
+  if (d.admin?.length) {
+    // One row per read, one column per size.
+    L.push('', `| Admin API read (p50 / p95 ms) | ${d.admin.map((a) => `${fmt(a.traces)} traces`).join(' | ')} |`, `|---|${d.admin.map(() => '---:').join('|')}|`);
+    for (const [i, r] of d.admin[0].reads.entries()) L.push(`| ${r.name} | ${d.admin.map((a) => `${fmt(a.reads[i]?.p50_ms)} / ${fmt(a.reads[i]?.p95_ms)}`).join(' | ')} |`);
   }
   return L.join('\n');
 }
