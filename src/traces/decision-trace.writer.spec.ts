@@ -194,6 +194,16 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
       expect(fine.request_id).toBe('fine');
     });
 
+    it('stores a lone UTF-16 surrogate (a model name from a broken client) as U+FFFD, in text and in JSON columns alike', async () => {
+      const { writer, rows } = await rig();
+      writer.record(makeTrace({ requestId: 'lone', requestedModel: 'gpt\ud800x', candidates: [{ provider: 'openai', model: 'm\udc00', score: 1 }] }));
+      writer.record(makeTrace({ requestId: 'pair', requestedModel: 'emoji \ud83d\ude00' }));
+      await writer.flush();
+      const [lone, pair] = await rows();
+      expect(lone).toMatchObject({ request_id: 'lone', requested_model: 'gpt\ufffdx', candidates: [{ provider: 'openai', model: 'm\ufffd', score: 1 }] });
+      expect(pair).toMatchObject({ request_id: 'pair', requested_model: 'emoji \ud83d\ude00' });
+    });
+
     it('keeps what fits while the store is down, counts and reports the drops, and writes the kept traces after recovery', async () => {
       const { writer, sql, rows, metrics, lines } = await rig({ maxBuffered: 100, batchSize: 20, flushIntervalMs: 60_000 });
       sql.down = true;
