@@ -246,10 +246,11 @@ export function decisionTracesByDayContract(name: string, makeStore: MakeEmptySt
         expect(days[0]).toBe(bound);
         expect(days[days.length - 1]).toBe(utcDay(Date.now() + 7 * DAY_MS));
         expect(parts.find((p) => p.name === 'decision_traces_default')).toEqual({ name: 'decision_traces_default', rows: 0 });
-        // Time scans go through the key; the old created_at index is gone.
+        // Time scans go through the key; the old created_at index is gone. (Sessions are looked up
+        // through the request and session bloom index of 0012, which replaced the session btree.)
         const { rows: indexes } = await h.store.query<{ indexname: string; indexdef: string }>(
           `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'decision_traces' ORDER BY indexname`, []);
-        expect(indexes.map((i) => i.indexname)).toEqual(expect.arrayContaining(['decision_traces_experiment_idx', 'decision_traces_org_session_idx', 'decision_traces_pkey']));
+        expect(indexes.map((i) => i.indexname)).toEqual(expect.arrayContaining(['decision_traces_experiment_idx', 'decision_traces_request_session_idx', 'decision_traces_pkey']));
         expect(indexes.map((i) => i.indexname)).not.toContain('decision_traces_created_idx');
         expect(indexes.find((i) => i.indexname === 'decision_traces_pkey')?.indexdef).toContain('(created_at, id)');
 
