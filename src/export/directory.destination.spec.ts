@@ -30,6 +30,21 @@ describe('DirectoryDestination', () => {
     expect(readFileSync(join(dir, 'part-0-9.ndjson'), 'utf8').trim().split('\n')).toHaveLength(2);
   });
 
+  it('the next file starts where the last one ended, however far empty ranges moved the position', async () => {
+    const d = dest();
+    await d.start();
+    await d.write([row(1, 500)], START, { lo: 0n, hi: 9n, atUs: 500n, id: 1n });
+    await d.reached(frontier(9n));
+    await d.flush();
+    // Steps with nothing of this kind, then a row.
+    await d.reached(frontier(15n));
+    await d.reached(frontier(20n));
+    await d.write([row(2, 900)], frontier(20n), { lo: 20n, hi: 30n, atUs: 900n, id: 2n });
+    await d.reached(frontier(30n));
+    await d.close();
+    expect(readdirSync(dir).filter((f) => f.startsWith('part-')).sort()).toEqual(['part-0-9.ndjson', 'part-9-30.ndjson']);
+  });
+
   it('a crash between the rename and the cursor: the next start takes the end of the last complete file', async () => {
     writeFileSync(join(dir, '.cursor'), JSON.stringify({ kind: 'key_audit', schema_version: 1, position: '5' }));
     writeFileSync(join(dir, 'part-0-5.ndjson'), '');

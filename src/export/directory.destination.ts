@@ -56,6 +56,12 @@ export class DirectoryDestination implements ExportDestination {
   private file: OpenFile | null = null;
   private bareCursorAt = 0;
   private lastReached: ExportPosition | null = null;
+  /**
+   * Where the last complete file ended (or the position found at start): the next file starts
+   * there, so the names chain. A position that moved on past it without a file crossed only ranges
+   * with no row of this kind.
+   */
+  private chainEnd: ExportPosition | null = null;
 
   constructor(private readonly o: DirectoryOptions) {}
 
@@ -77,13 +83,14 @@ export class DirectoryDestination implements ExportDestination {
       if (part) at = at ? maxPosition(at, part.to) : part.to;
     }
     this.committed = at;
+    this.chainEnd = at;
     if (at) await this.writeCursor(at);
     return at;
   }
 
   async write(rows: readonly ExportRow[], from: ExportPosition, to: ExportPosition): Promise<void> {
     if (rows.length === 0) return;
-    const f = this.file ?? (await this.open(from));
+    const f = this.file ?? (await this.open(this.chainEnd ?? from));
     await f.encoder.write(rows);
     f.to = to;
     if (f.sink.bytes >= this.o.rotateBytes) await this.complete();
@@ -145,6 +152,7 @@ export class DirectoryDestination implements ExportDestination {
     await syncDir(this.o.dir);
     if (this.o.cursor) await this.writeCursor(f.to);
     this.committed = f.to;
+    this.chainEnd = f.to;
     this.o.onFile?.({ name, rows: f.encoder.rows, bytes: f.sink.bytes });
   }
 
