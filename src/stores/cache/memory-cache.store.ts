@@ -5,6 +5,7 @@ import {
   WindowDecision,
 } from './cache-store';
 import { setBounded } from '../../common/bounded-map';
+import { HitLog } from './hit-log';
 
 export interface MemoryCacheStoreOptions {
   /** Milliseconds since the epoch; injectable so tests move time instead of sleeping. */
@@ -18,17 +19,11 @@ export interface MemoryCacheStoreOptions {
 type Entry =
   | { type: 'string'; value: string; expiresAt: number }
   /** A sliding log: hit times, oldest first (lua/hit-windows.lua keeps a sorted set). */
-  | { type: 'log'; hits: number[]; expiresAt: number }
+  | { type: 'log'; hits: HitLog; expiresAt: number }
   /** A weighted sliding log: hits oldest first and the sum of their costs (lua/spend.lua keeps a sorted set and a sum key). */
-  | { type: 'spend-log'; hits: SpendHit[]; sum: number; expiresAt: number }
+  | { type: 'spend-log'; hits: HitLog; sum: number; expiresAt: number }
   /** A circuit breaker: the fields of the hash lua/breaker.lua keeps. */
   | { type: 'breaker'; st: 0 | 1; cf: number; op: number; ou: number; pu: number; window: Map<number, { n: number; f: number }>; expiresAt: number };
-
-interface SpendHit {
-  at: number;
-  hit: string;
-  cost: number;
-}
 
 const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
 
@@ -85,35 +80,29 @@ export class MemoryCacheStore extends CacheStore {
     this.open();
     checkWindows(checks);
     const now = this.now();
-    const logs: number[][] = [];
+    const logs: HitLog[] = [];
     const counts: number[] = [];
     let deniedIndex = -1;
     let retryAfterMs = 0;
     for (const [i, check] of checks.entries()) {
       const entry = this.live(check.key);
       if (entry !== undefined && entry.type !== 'log') throw new Error(WRONGTYPE);
-      const hits = entry?.hits ?? [];
+      const hits = entry?.hits ?? new HitLog();
       // A hit counts while it is younger than the window, as in the Lua script.
-      const boundary = now - check.windowMs;
-      let gone = 0;
-      while (gone < hits.length && hits[gone] <= boundary) gone++;
-      if (gone > 0) hits.splice(0, gone);
+      hits.dropUntil(now - check.windowMs);
       logs.push(hits);
       counts.push(hits.length);
       if (deniedIndex === -1 && hits.length >= check.limit) {
         deniedIndex = i;
-        retryAfterMs = hits.length > 0 ? Math.max(1, Math.ceil(hits[0] + check.windowMs - now)) : check.windowMs;
+        retryAfterMs = hits.length > 0 ? Math.max(1, Math.ceil(hits.timeAt(0) + check.windowMs - now)) : check.windowMs;
       }
     }
     if (deniedIndex === -1) {
       for (const [i, check] of checks.entries()) {
         const hits = logs[i];
-        // A clock that steps back must not break the oldest-first order the slide relies on.
-        let at = hits.length;
-        while (at > 0 && hits[at - 1] > now) at--;
-        hits.splice(at, 0, now);
+        hits.add(now, 1);
         // The log goes when its newest hit leaves the window, as PEXPIREAT does in the script.
-        this.write(check.key, { type: 'log', hits, expiresAt: hits[hits.length - 1] + check.windowMs });
+        this.write(check.key, { type: 'log', hits, expiresAt: hits.newest() + check.windowMs });
         counts[i] = hits.length;
       }
     } else {
@@ -143,20 +132,16 @@ export class MemoryCacheStore extends CacheStore {
     this.open();
     checkSpend(windows, counters);
     const now = this.now();
-    const logs: SpendHit[][] = [];
+    const logs: HitLog[] = [];
     const sums: number[] = [];
     let deniedIndex = -1;
     let retryAfterMs = 0;
     for (const [i, w] of windows.entries()) {
       const entry = this.live(w.key);
       if (entry !== undefined && entry.type !== 'spend-log') throw new Error(WRONGTYPE);
-      const hits = entry?.hits ?? [];
+      const hits = entry?.hits ?? new HitLog();
       // A hit counts while it is younger than the window, as in the Lua script.
-      const boundary = now - w.windowMs;
-      let gone = 0;
-      let freed = 0;
-      while (gone < hits.length && hits[gone].at <= boundary) freed += hits[gone++].cost;
-      if (gone > 0) hits.splice(0, gone);
+      const freed = hits.dropUntil(now - w.windowMs);
       const sum = hits.length === 0 ? 0 : (entry?.sum ?? 0) - freed;
       if (entry) {
         entry.sum = sum;
@@ -168,10 +153,10 @@ export class MemoryCacheStore extends CacheStore {
         deniedIndex = i;
         if (w.cost <= w.limit) {
           let left = 0;
-          for (const h of hits) {
-            left += h.cost;
+          for (let k = 0; k < hits.length; k++) {
+            left += hits.costAt(k);
             if (sum - left + w.cost <= w.limit) {
-              retryAfterMs = Math.max(1, Math.ceil(h.at + w.windowMs - now));
+              retryAfterMs = Math.max(1, Math.ceil(hits.timeAt(k) + w.windowMs - now));
               break;
             }
           }
@@ -207,16 +192,14 @@ export class MemoryCacheStore extends CacheStore {
     }
     let hit: string | null = null;
     if (outcome === 'allowed') {
-      hit = `m${++this.sequence}`;
+      const seq = ++this.sequence;
+      hit = hitId(seq);
       for (const [i, w] of windows.entries()) {
         const hits = logs[i];
-        // A clock that steps back must not break the oldest-first order the slide relies on.
-        let at = hits.length;
-        while (at > 0 && hits[at - 1].at > now) at--;
-        hits.splice(at, 0, { at: now, hit, cost: w.cost });
+        hits.add(now, w.cost, seq);
         sums[i] += w.cost;
         // The log goes when its newest hit leaves the window, as PEXPIREAT does in the script.
-        this.write(w.key, { type: 'spend-log', hits, sum: sums[i], expiresAt: hits[hits.length - 1].at + w.windowMs });
+        this.write(w.key, { type: 'spend-log', hits, sum: sums[i], expiresAt: hits.newest() + w.windowMs });
       }
       for (const [j, c] of counters.entries()) {
         const value = values[j]! + c.amount;
@@ -238,9 +221,10 @@ export class MemoryCacheStore extends CacheStore {
       if (entry !== undefined && entry.type !== 'spend-log') throw new Error(WRONGTYPE);
       if (entry === undefined) continue;
       // Found by its id and cost, as the script finds its member; one that left the window is gone.
-      const h = entry.hits.find((x) => x.hit === w.hit && x.cost === w.from);
-      if (h === undefined || w.from === w.to) continue;
-      h.cost = w.to;
+      const seq = seqOf(w.hit);
+      const h = seq === undefined ? -1 : entry.hits.find(seq, w.from);
+      if (h === -1 || w.from === w.to) continue;
+      entry.hits.setCost(h, w.to);
       entry.sum += w.to - w.from;
     }
     for (const c of counters) {
@@ -261,7 +245,8 @@ export class MemoryCacheStore extends CacheStore {
     const entry = this.live(key);
     if (entry !== undefined && entry.type !== 'breaker') throw new Error(WRONGTYPE);
     let { st, cf, op: openings, ou: openUntil, pu: probeUntil } = entry ?? { st: 0 as 0 | 1, cf: 0, op: 0, ou: 0, pu: 0 };
-    const window = new Map(entry?.window ?? []);
+    // In place: a step that changes nothing only drops buckets that left the window, which no reader counts.
+    const window = entry?.window ?? new Map<number, { n: number; f: number }>();
 
     const bucketMs = Math.max(1, Math.floor(p.windowMs / p.buckets));
     const current = Math.floor(now / bucketMs);
@@ -414,6 +399,16 @@ export class MemoryCacheStore extends CacheStore {
     if (this.entries.size >= this.maxEntries && this.now() - this.lastSweepAt >= 1_000) this.sweep();
     setBounded(this.entries, key, entry, this.maxEntries);
   }
+}
+
+/** A hit's member id, as spend answers it and settle is given it back. */
+const hitId = (seq: number): string => `m${seq}`;
+
+/** The sequence number of a member id of this store; undefined for any other string (it names no hit here). */
+function seqOf(hit: string): number | undefined {
+  if (hit.length < 2 || hit.charCodeAt(0) !== 0x6d /* m */) return undefined;
+  const seq = Number(hit.slice(1));
+  return Number.isSafeInteger(seq) && seq > 0 && hitId(seq) === hit ? seq : undefined;
 }
 
 /** Like Redis, a key is still there at the very millisecond it expires, and gone after. */
