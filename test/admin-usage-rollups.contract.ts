@@ -222,12 +222,13 @@ export function usageRollupsContract(name: string, open: () => Promise<UsageStor
         let after: UsageQuery['after'] = null;
         const seen: UsageRow[] = [];
         for (let page = 0; page < 200; page++) {
-          const pq = { ...q, after, limit: limit + 1 };
-          const [got, want] = [await rollups.series(pq), await oracle.series(pq)];
+          const pq: UsageQuery = { ...q, after, limit: limit + 1 };
+          const got: UsageRow[] = await rollups.series(pq);
+          const want: UsageRow[] = await oracle.series(pq);
           if (got.length !== want.length || got.some((r, i) => !same(r, want[i]))) expect([describeQuery(pq), got]).toEqual([describeQuery(pq), want]);
           seen.push(...got.slice(0, limit));
           if (got.length <= limit) break;
-          const last = got[limit - 1];
+          const last: UsageRow = got[limit - 1];
           after = { bucketMs: last.bucket.getTime(), group: last.group };
         }
         expect(seen.map((r) => [r.bucket.toISOString(), r.group])).toEqual(whole.map((r) => [r.bucket.toISOString(), r.group]));
