@@ -665,7 +665,8 @@ async function adminPhase({ size, dist, main, app, db, newTraffic, gatewayEnv, t
     reads.push(
       ['traces 30d, newest 100', `${search}&limit=100`],
       ['traces 30d, second page', `${search}&limit=100&cursor=${first.json.next_cursor}`],
-      ['traces 30d, model m3 and 5xx', `${search}&model=m3&status=5xx&limit=100`],
+      ['traces 30d, model m4 and 5xx', `${search}&model=m4&status=5xx&limit=100`],
+      ['traces 30d, error code', `${search}&error_code=upstream_error&limit=100`],
       ['traces 30d, by request id', `${search}&request_id=bench-r${g}`],
       ['traces 30d, by session id', `${search}&session_id=bench-s${g / 4}`],
       ['trace detail', `/v1/admin/traces/${first.json.data[0].id}`],

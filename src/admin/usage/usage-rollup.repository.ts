@@ -3,7 +3,7 @@ import { AppConfig } from '../../config/app-config';
 import { latencyBinSql, percentilesSql } from '../../learning/rollups/latency-histogram';
 import { BackfillLimits, BUCKET_ORIGIN_SQL } from '../../learning/rollups/rollup-state';
 import { SqlStore } from '../../stores/sql/sql-store';
-import { GROUP_COLUMN, toUsageRow, UsagePointRow } from './trace-usage.repository';
+import { GROUP_COLUMN } from './trace-usage.repository';
 import { UsageCoverage, UsageRollups, UsageRollupsView } from './usage-rollup';
 import { STEP_MS, UsageQuery, UsageReader, UsageRow } from './usage-reader';
 import { Segment, segmentsOf } from './usage-segments';
@@ -109,29 +109,28 @@ function build(q: UsageQuery, from: number, segments: Segment[], coverage: Usage
   ex AS MATERIALIZED (
     SELECT DISTINCT bucket, grp FROM (SELECT bucket, grp FROM fine UNION ALL SELECT bucket, grp FROM raw) e WHERE ${UPTO}
   ),
+  -- The whole buckets that fine or raw add to (the others are answered as stored).
+  mx AS MATERIALIZED (SELECT * FROM main WHERE (bucket, grp) IN (SELECT bucket, grp FROM ex)),
   sums AS MATERIALIZED (
     SELECT bucket, grp, sum(requests) AS requests, sum(errors) AS errors, sum(fallbacks) AS fallbacks,
            COALESCE(sum(prompt_tokens), 0) AS prompt_tokens, COALESCE(sum(completion_tokens), 0) AS completion_tokens,
-           COALESCE(sum(reasoning_tokens), 0) AS reasoning_tokens, COALESCE(sum(cost_usd), 0) AS cost_usd,
-           bool_or(merged) AS merged, max(latency_p50) AS p50, max(latency_p90) AS p90, max(latency_p99) AS p99
+           COALESCE(sum(reasoning_tokens), 0) AS reasoning_tokens, COALESCE(sum(cost_usd), 0) AS cost_usd
     FROM (
-      SELECT bucket, grp, ${POINT}, false AS merged, latency_p50, latency_p90, latency_p99 FROM main
+      SELECT bucket, grp, ${POINT} FROM mx
       UNION ALL
-      SELECT bucket, grp, ${POINT}, true, NULL, NULL, NULL FROM fine
+      SELECT bucket, grp, ${POINT} FROM fine
       UNION ALL
-      SELECT bucket, grp, 1, (status >= 400)::int, fallback_used::int, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd::numeric,
-             true, NULL, NULL, NULL
-      FROM raw
+      SELECT bucket, grp, 1, (status >= 400)::int, fallback_used::int, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd::numeric FROM raw
     ) s
     WHERE ${UPTO}
     GROUP BY bucket, grp
   ),
   codes AS MATERIALIZED (
-    SELECT bucket, grp, jsonb_agg(jsonb_build_object('code', code, 'count', n) ORDER BY n DESC, code) AS list
+    SELECT bucket, grp, array_agg(code ORDER BY code) AS codes, array_agg(n ORDER BY code) AS counts
     FROM (
-      SELECT bucket, grp, code, sum(n) AS n
+      SELECT bucket, grp, code, sum(n)::bigint AS n
       FROM (
-        SELECT m.bucket, m.grp, c.code, c.n FROM main m CROSS JOIN LATERAL unnest(m.error_codes, m.error_counts) AS c (code, n)
+        SELECT m.bucket, m.grp, c.code, c.n FROM mx m CROSS JOIN LATERAL unnest(m.error_codes, m.error_counts) AS c (code, n)
         UNION ALL
         SELECT f.bucket, f.grp, c.code, c.n FROM fine f CROSS JOIN LATERAL unnest(f.error_codes, f.error_counts) AS c (code, n)
         UNION ALL
@@ -143,12 +142,13 @@ function build(q: UsageQuery, from: number, segments: Segment[], coverage: Usage
     GROUP BY bucket, grp
   ),
   traffic AS MATERIALIZED (
-    SELECT bucket, grp, jsonb_agg(jsonb_build_object('provider', provider, 'model', model, 'requests', n) ORDER BY n DESC, provider, model) AS list
+    SELECT bucket, grp, array_agg(provider ORDER BY provider, model) AS providers, array_agg(model ORDER BY provider, model) AS models,
+           array_agg(n ORDER BY provider, model) AS counts
     FROM (
-      SELECT bucket, grp, provider, model, sum(n) AS n
+      SELECT bucket, grp, provider, model, sum(n)::bigint AS n
       FROM (
         SELECT m.bucket, m.grp, t.provider, t.model, t.n
-        FROM main m CROSS JOIN LATERAL unnest(m.traffic_providers, m.traffic_models, m.traffic_counts) AS t (provider, model, n)
+        FROM mx m CROSS JOIN LATERAL unnest(m.traffic_providers, m.traffic_models, m.traffic_counts) AS t (provider, model, n)
         UNION ALL
         SELECT f.bucket, f.grp, t.provider, t.model, t.n
         FROM fine f CROSS JOIN LATERAL unnest(f.traffic_providers, f.traffic_models, f.traffic_counts) AS t (provider, model, n)
@@ -179,20 +179,27 @@ function build(q: UsageQuery, from: number, segments: Segment[], coverage: Usage
     GROUP BY bucket, grp, bin
   )
   ${percentilesSql('pct', 'bins', ['bucket', 'grp'], [0.5, 0.9, 0.99])}
-  -- The parts of each point, tagged, put together by the caller: joining them here would make the
-  -- planner loop over one for each row of another.
-  SELECT 0 AS part, bucket, grp, requests, errors, fallbacks, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, merged, p50, p90, p99, NULL::jsonb AS list FROM sums
-  UNION ALL
-  SELECT 1, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p50, p90, p99, NULL FROM pct
-  UNION ALL
-  SELECT 2, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, list FROM codes
-  UNION ALL
-  SELECT 3, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, list FROM traffic
-  ORDER BY part, bucket, grp`;
+  -- The parts of each point, tagged and in the page's order, put together by the caller (joining them
+  -- here would make the planner loop over one for each row of another): 0 a whole bucket as stored;
+  -- for a point fine or raw add to, 1 its sums, 2 its percentiles, 3 its codes, 4 its traffic.
+  SELECT * FROM (
+    SELECT 0 AS part, bucket, grp, ${POINT}, latency_p50 AS p50, latency_p90 AS p90, latency_p99 AS p99,
+           error_codes AS codes, error_counts AS code_counts, traffic_providers AS providers, traffic_models AS models, traffic_counts AS pair_counts
+    FROM main WHERE ${UPTO}
+    UNION ALL
+    SELECT 1, bucket, grp, ${POINT}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM sums
+    UNION ALL
+    SELECT 2, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p50, p90, p99, NULL, NULL, NULL, NULL, NULL FROM pct
+    UNION ALL
+    SELECT 3, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, codes, counts, NULL, NULL, NULL FROM codes
+    UNION ALL
+    SELECT 4, bucket, grp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, providers, models, counts FROM traffic
+  ) x
+  ORDER BY bucket, grp, part`;
   return { sql, params };
 }
 
-/** One part of a point (build's final SELECT): 0 its sums and stored percentiles, 1 its merged percentiles, 2 its codes, 3 its traffic. */
+/** One part of a point (build's final SELECT): 0 a whole bucket as stored; 1 sums, 2 percentiles, 3 codes, 4 traffic of a merged point. */
 interface PartRow {
   part: number;
   bucket: Date | string;
@@ -204,47 +211,77 @@ interface PartRow {
   completion_tokens: string | number | null;
   reasoning_tokens: string | number | null;
   cost_usd: string | number | null;
-  merged: boolean | null;
   p50: number | null;
   p90: number | null;
   p99: number | null;
-  list: UsagePointRow['by_code'] | UsagePointRow['by_pair'];
+  codes: string[] | null;
+  code_counts: Array<string | number> | null;
+  providers: Array<string | null> | null;
+  models: Array<string | null> | null;
+  pair_counts: Array<string | number> | null;
 }
 
-/** The points, in the statement's order, each with its parts. */
-function assemble(rows: readonly PartRow[]): UsagePointRow[] {
-  const points = new Map<string, UsagePointRow & { merged: boolean }>();
-  const keyOf = (r: PartRow) => `${new Date(r.bucket).getTime()}\u0000${r.grp}`;
+/*
+ * Most counts first, as the raw reader orders them; a tie keeps the order the arrays were built in,
+ * which is SQL's (array_agg ORDER BY code / provider, model, in the database's collation): the raw
+ * reader's second key.
+ */
+const byCountDesc = <T extends { n: number }>(xs: T[]): T[] => xs.sort((a, b) => b.n - a.n);
+
+/** The points, in the statement's order, each put together from its parts. */
+function assemble(rows: readonly PartRow[]): UsageRow[] {
+  const out: UsageRow[] = [];
+  let key = '';
+  let point: UsageRow | null = null;
   for (const r of rows) {
-    if (r.part === 0) {
-      points.set(keyOf(r), {
-        bucket: r.bucket,
-        grp: r.grp,
-        requests: r.requests!,
-        errors: r.errors!,
-        prompt_tokens: r.prompt_tokens!,
-        completion_tokens: r.completion_tokens!,
-        reasoning_tokens: r.reasoning_tokens!,
-        cost_usd: r.cost_usd!,
-        fallbacks: r.fallbacks!,
-        merged: r.merged === true,
-        // A whole bucket's percentiles as stored; a merged one's come with part 1.
-        p50: r.merged ? null : r.p50,
-        p90: r.merged ? null : r.p90,
-        p99: r.merged ? null : r.p99,
-        by_code: null,
-        by_pair: null,
-      });
-      continue;
+    const bucket = r.bucket instanceof Date ? r.bucket : new Date(r.bucket);
+    const k = `${bucket.getTime()}\u0000${r.grp}`;
+    if (k !== key || point === null) {
+      key = k;
+      point = {
+        bucket,
+        group: r.grp,
+        requests: 0,
+        errors: 0,
+        errorsByCode: [],
+        promptTokens: 0,
+        completionTokens: 0,
+        reasoningTokens: 0,
+        costUsd: 0,
+        latencyP50Ms: null,
+        latencyP90Ms: null,
+        latencyP99Ms: null,
+        fallbacks: 0,
+        traffic: [],
+      };
+      out.push(point);
     }
-    const p = points.get(keyOf(r));
-    if (!p) continue;
-    if (r.part === 1 && p.merged) Object.assign(p, { p50: r.p50, p90: r.p90, p99: r.p99 });
-    else if (r.part === 2) p.by_code = r.list as UsagePointRow['by_code'];
-    else if (r.part === 3) p.by_pair = r.list as UsagePointRow['by_pair'];
+    if (r.part === 0 || r.part === 1) {
+      Object.assign(point, {
+        requests: Number(r.requests),
+        errors: Number(r.errors),
+        fallbacks: Number(r.fallbacks),
+        promptTokens: Number(r.prompt_tokens),
+        completionTokens: Number(r.completion_tokens),
+        reasoningTokens: Number(r.reasoning_tokens),
+        costUsd: Number(r.cost_usd),
+      });
+    }
+    if (r.part === 0 || r.part === 2) Object.assign(point, { latencyP50Ms: num(r.p50), latencyP90Ms: num(r.p90), latencyP99Ms: num(r.p99) });
+    if (r.part === 0 || r.part === 3) {
+      const counts = r.code_counts ?? [];
+      point.errorsByCode = byCountDesc((r.codes ?? []).map((code, i) => ({ code, n: Number(counts[i]) }))).map(({ code, n }) => ({ code, count: n }));
+    }
+    if (r.part === 0 || r.part === 4) {
+      const models = r.models ?? [];
+      const counts = r.pair_counts ?? [];
+      point.traffic = byCountDesc((r.providers ?? []).map((provider, i) => ({ provider, model: models[i], n: Number(counts[i]) }))).map(({ provider, model, n }) => ({ provider, model, requests: n }));
+    }
   }
-  return [...points.values()];
+  return out;
 }
+
+const num = (v: number | string | null): number | null => (v === null ? null : Number(v));
 
 /**
  * Usage from the rollups (docs/architecture.md "Usage from rollups"): the reader behind
@@ -293,7 +330,7 @@ export class UsageRollupRepository extends UsageReader {
       });
       const { sql, params } = build(q, from, segments, coverage);
       const { rows } = await tx.query<PartRow>(sql, params);
-      return assemble(rows).map(toUsageRow);
+      return assemble(rows);
     });
   }
 }

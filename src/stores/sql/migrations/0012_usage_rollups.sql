@@ -63,3 +63,9 @@ CREATE INDEX decision_traces_request_session_idx ON decision_traces USING brin (
   session_id text_bloom_ops (n_distinct_per_range = 400, false_positive_rate = 0.001)
 ) WITH (pages_per_range = 32);
 DROP INDEX decision_traces_org_session_idx;
+
+-- The trace search by status (a class or one status) or error code over days: errors are a few per
+-- cent of the traces, so the organisation's newest errors are a short walk of this partial index
+-- (about 2 bytes a trace at 3 % errors) instead of a walk of every trace of the range. Ordered as the
+-- search orders, (created_at, id) within the organisation.
+CREATE INDEX decision_traces_errors_idx ON decision_traces (org_id, created_at, id) WHERE status >= 400 OR error_code IS NOT NULL;
