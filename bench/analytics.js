@@ -325,8 +325,9 @@ async function main() {
         await db.query(`DELETE FROM rollup_state WHERE name = 'learning'`);
         const backfillStart = performance.now();
         let backfillBeats = 0;
-        // Only the admin phase asked for: it needs the loaded traces, not the learning rollups.
-        const learning = has('beats') || has('restart') || has('bytes') || has('prune');
+        // Only the beats and the restart read the learning rollups; the other phases of this block
+        // (storage, prune, admin) need the loaded traces only.
+        const learning = has('beats') || has('restart');
         for (; learning; ) {
           await beat();
           backfillBeats++;
