@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { prepareDecisionTracesByDay } from './migrations/0005_decision_traces_by_day.prepare';
+import { prepareUsageRollups } from './migrations/0012_usage_rollups.prepare';
 import type { SqlExecutor, SqlStore } from './sql-store';
 
 /**
@@ -44,7 +45,7 @@ export interface AppliedMigration {
 export const ANALYTICS_MIGRATIONS: MigrationSet = {
   dir: join(__dirname, 'migrations'),
   table: 'schema_migrations',
-  steps: { '0005_decision_traces_by_day': prepareDecisionTracesByDay },
+  steps: { '0005_decision_traces_by_day': prepareDecisionTracesByDay, '0012_usage_rollups': prepareUsageRollups },
 };
 
 const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;

@@ -52,6 +52,12 @@ CREATE TABLE usage_rollups (
   PRIMARY KEY (org_id, step, dim, bucket, value)
 );
 
+-- The two indexes below are built on every partition of decision_traces. On Postgres the migrator's
+-- step for this file (0012_usage_rollups.prepare.ts) has already built each partition's own with
+-- CREATE INDEX CONCURRENTLY, while traces kept being written; CREATE INDEX on the parent then finds
+-- them and attaches them, a catalog change. Run without that step (by hand, or on PGlite), it builds
+-- them itself, holding the partitions' inserts meanwhile.
+
 -- The Admin API's trace search by request id or session id over days of traces. A BRIN bloom index:
 -- per range of 32 heap pages, a bloom filter of the ids in it (a false positive rate of 0.1 %), so a
 -- lookup reads the filters (about 4 bytes a trace in all) and the few ranges that may hold the id,
