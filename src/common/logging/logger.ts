@@ -9,6 +9,12 @@ import type { LogLevel } from '../../config/env';
  * per request): lines that arrive while a write is in flight go out together in the next one, and a
  * quiet gateway's lines still go out at once. pino flushes what is pending on process exit.
  */
+/** The fields no log line may show, wherever they sit (redaction paths of pino). */
+export const REDACT = {
+  paths: ['authorization', 'headers.authorization', 'req.headers.authorization', 'apiKey', 'api_key', 'key', '*.apiKey', '*.api_key'],
+  censor: '[redacted]',
+};
+
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
   return pino(
     {
@@ -16,10 +22,7 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
     base: { service: 'gateway' },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
-    redact: {
-      paths: ['authorization', 'headers.authorization', 'req.headers.authorization', 'apiKey', 'api_key', 'key', '*.apiKey', '*.api_key'],
-      censor: '[redacted]',
-    },
+    redact: REDACT,
     },
     destination ?? pino.destination({ dest: 1, sync: false }),
   );

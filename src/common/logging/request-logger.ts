@@ -1,16 +1,32 @@
 import { Injectable } from '@nestjs/common';
+import type { Logger } from 'pino';
 import type { Request } from 'express';
-import { AppLogger } from './logger';
+import { AppLogger, REDACT } from './logger';
 import type { GatewayRequest } from '../http/request-context';
+
+/**
+ * The access line is flat (strings, numbers and booleans under fixed names), so of the redaction
+ * paths only the top-level ones could ever match it: a nested or wildcard path needs an object.
+ */
+const FLAT_REDACT = { paths: REDACT.paths.filter((p) => !/[.*[]/.test(p)), censor: REDACT.censor };
 
 /** One access line per request, and unexpected errors with the request id; never bodies or keys. */
 @Injectable()
 export class RequestLogger {
-  constructor(private readonly log: AppLogger) {}
+  /**
+   * The process logger with the top-level redaction paths only: the same line, without the
+   * wildcard paths' redaction pass over every value of it (7 of the 13 KB the line allocated per
+   * request in the chat benchmark's allocation profile: @pinojs/redact redactPaths).
+   */
+  private readonly line: Logger;
+
+  constructor(private readonly log: AppLogger) {
+    this.line = log.pino.child({}, { redact: FLAT_REDACT });
+  }
 
   access(req: GatewayRequest, status: number, latencyMs: number): void {
     const f = req.facts;
-    this.log.pino.info(
+    this.line.info(
       {
         req_id: f.requestId,
         method: req.method,
