@@ -726,9 +726,12 @@ export class LimitsService implements BeforeApplicationShutdown {
     return { entry: plan.counters[j], retryAfterMs: plan.month.resetAt - plan.now, used: d.counters[j] ?? 0 };
   }
 
+  /** One `allowed` per limit of the plan, a limit counted once however many windows or counters it has (its key's and its organisation's). */
   private allowed(plan: Plan): void {
-    const labels = new Set<Label>([...plan.windows.map((w) => w.label), ...plan.counters.map((c) => c.label)]);
-    for (const limit of labels) this.decisions.inc({ limit, endpoint: plan.endpoint, outcome: 'allowed' });
+    const seen: Label[] = [];
+    for (const { label } of plan.windows) if (!seen.includes(label)) seen.push(label);
+    for (const { label } of plan.counters) if (!seen.includes(label)) seen.push(label);
+    for (const limit of seen) this.decisions.inc({ limit, endpoint: plan.endpoint, outcome: 'allowed' });
   }
 
   /** The 429 of the limit that refused the request (docs/api.md "Errors"). */

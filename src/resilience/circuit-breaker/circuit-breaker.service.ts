@@ -99,6 +99,8 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   private readonly localAnswers: Counter<'provider'>;
   /** The view: provider id → end of its open time (ms since the epoch, the deciding store's clock), for open breakers only. */
   private readonly openUntil = new Map<string, number>();
+  /** The state gauge's value per provider as last set: set again only when it changes (twice per request otherwise). */
+  private readonly gaugeValue = new Map<string, number>();
   /** Providers stepped since the current refresh began (refreshes never overlap): a refresh that read before a step must not undo it. */
   private readonly steppedSinceRead = new Set<string>();
   private readonly beat = new Periodic(() => this.readShared());
@@ -139,7 +141,10 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
       labelNames: ['provider'] as const,
       registers: [metrics.registry],
     });
-    for (const id of Object.keys(config.gateway.providers)) this.stateGauge.set({ provider: id }, 0);
+    for (const id of Object.keys(config.gateway.providers)) {
+      this.stateGauge.set({ provider: id }, 0);
+      this.gaugeValue.set(id, 0);
+    }
   }
 
   /** 'allow' (closed), 'probe' (you hold the half-open probe lease), or 'reject' (open, or half-open with a probe already out). */
@@ -289,7 +294,11 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   }
 
   private observe(providerId: string, d: BreakerDecision): void {
-    this.stateGauge.set({ provider: providerId }, STATE_VALUE[d.state]);
+    const value = STATE_VALUE[d.state];
+    if (this.gaugeValue.get(providerId) !== value) {
+      this.stateGauge.set({ provider: providerId }, value);
+      this.gaugeValue.set(providerId, value);
+    }
     if (d.state === 'open' && d.openUntil !== null) this.openUntil.set(providerId, d.openUntil);
     else this.openUntil.delete(providerId);
     if (d.opened) {
