@@ -611,6 +611,12 @@ async function adminPhase({ size, dist, main, app, db, newTraffic, gatewayEnv, t
   await db.query('ANALYZE usage_rollups');
   const { rows: sizeRows } = await db.query(`SELECT pg_total_relation_size('usage_rollups')::bigint AS bytes, (SELECT count(*) FROM usage_rollups)::bigint AS n`);
   log(`admin: usage rollups rebuilt in ${round(backfillMs, 0)} ms (${taken.toLocaleString('en')} traces, ${Number(sizeRows[0].n).toLocaleString('en')} rows, ${(Number(sizeRows[0].bytes) / 2 ** 20).toFixed(0)} MiB)`);
+  // The BRIN indexes' summaries of the loaded traces (txid, request and session ids), which
+  // autovacuum's autosummarize makes as page ranges fill: a range without one is read whole by the
+  // tail since the last beat and by a search by request or session id.
+  await db.query(`
+    SELECT brin_summarize_new_values(x.indexrelid) FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid JOIN pg_am a ON a.oid = c.relam
+    WHERE a.amname = 'brin' AND x.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'decision_traces'::regclass)`);
   await newTraffic();
 
   const port = await servers.freePort();

@@ -23,7 +23,7 @@ const INDEXES: ReadonlyArray<{ suffix: string; parent: string; definition: strin
     definition: `USING brin (
       request_id text_bloom_ops (n_distinct_per_range = 1000, false_positive_rate = 0.001),
       session_id text_bloom_ops (n_distinct_per_range = 400, false_positive_rate = 0.001)
-    ) WITH (pages_per_range = 32)`,
+    ) WITH (pages_per_range = 32, autosummarize = on)`,
   },
   {
     suffix: 'errors_idx',

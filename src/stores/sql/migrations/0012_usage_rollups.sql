@@ -61,13 +61,14 @@ CREATE TABLE usage_rollups (
 -- The Admin API's trace search by request id or session id over days of traces. A BRIN bloom index:
 -- per range of 32 heap pages, a bloom filter of the ids in it (a false positive rate of 0.1 %), so a
 -- lookup reads the filters (about 4 bytes a trace in all) and the few ranges that may hold the id,
--- not the days of traces a scan of the key would. It replaces the btree on (org_id, session_id)
+-- not the days of traces a scan of the key would. A range has no filter until it is summarized
+-- (autosummarize: by autovacuum soon after it fills); until then a lookup reads it whole. It replaces the btree on (org_id, session_id)
 -- (about 33 bytes a trace), which nothing reads any more: the learning and experiment rollups keep
 -- their own session rows.
 CREATE INDEX decision_traces_request_session_idx ON decision_traces USING brin (
   request_id text_bloom_ops (n_distinct_per_range = 1000, false_positive_rate = 0.001),
   session_id text_bloom_ops (n_distinct_per_range = 400, false_positive_rate = 0.001)
-) WITH (pages_per_range = 32);
+) WITH (pages_per_range = 32, autosummarize = on);
 DROP INDEX decision_traces_org_session_idx;
 
 -- The trace search by status (a class or one status) or error code over days: errors are a few per
