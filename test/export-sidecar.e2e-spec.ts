@@ -122,6 +122,15 @@ describeWithPostgres('gateway export --follow (sidecar, real Postgres)', () => {
       90_000,
       first,
     );
+    // Freeze it and kill it only while a file is half-written: it may complete that file between the
+    // check above and the signal, and a loaded machine makes that likely.
+    for (let i = 0; i < 500; i++) {
+      first.child.kill('SIGSTOP');
+      await new Promise((r) => setTimeout(r, 5));
+      if (readdirSync(dir).some((f) => f.endsWith('.tmp'))) break;
+      first.child.kill('SIGCONT');
+      await new Promise((r) => setTimeout(r, 20));
+    }
     first.child.kill('SIGKILL');
     expect((await first.exited).signal).toBe('SIGKILL');
     const before = exported(out).size;
