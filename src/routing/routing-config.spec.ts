@@ -26,7 +26,7 @@ describe('config `routing` (the learning router\'s parameters)', () => {
         steady: { session: 0.56, auto: 0.14, manual: 0.15, benchmark: 0.15 },
       },
       confidence_caps: { day0: 0.5, shared: 0.75, insufficient_samples: 0.6 },
-      retry_starved: { enabled: true, after_requests: 2000, after_seconds: 86_400, share: 0.02, rising_share: 0.1 },
+      retry_starved: { enabled: true, after_requests: 2000, after_seconds: 86_400, share: 0.02, rising_share: 0 },
       smart_cost: { tolerance: 0.05, default_output_tokens: 256 },
       exploration: { decay_samples: 35, floor: 0.3 },
       regressions: { margin: 0.1, rolling_hours: 24, min_samples: 20, check_seconds: 60, penalty: 0.05, max_penalty: 0.2 },

@@ -383,7 +383,7 @@ export function retryPick(
       if (!starved || x.served.requestsSince > starved.key) starved = { index: i, key: x.served.requestsSince };
     }
   }
-  if (rising && u < Math.max(p.share, p.rising_share)) return { index: rising.index, reason: 'rising' };
+  if (rising && u < p.rising_share) return { index: rising.index, reason: 'rising' };
   if (starved && u < p.share) return { index: starved.index, reason: 'starved' };
   return null;
 }
