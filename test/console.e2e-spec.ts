@@ -3,12 +3,14 @@
  * by playwright-core against the gateway with fake upstreams and seeded traffic. Every figure the
  * pages show is read back and compared with what the API answers and with what the test seeded, so
  * a wrong API answer fails here as surely as a missing element. No page may log a console error or
- * throw (the API errors a step causes on purpose are named). Each page's screenshot is written to
- * docs/console/ (the README's "Console" shows them). Also: the static serving's headers (CSP,
+ * throw (the API errors a step causes on purpose are named). Each page's screenshot is taken (a
+ * page that cannot be drawn fails here) and written to a temporary folder; with CONSOLE_SCREENSHOTS=docs
+ * to docs/console/, which the README's "Console" shows, so that a test run leaves the clone unchanged. Also: the static serving's headers (CSP,
  * caching, precompressed bodies), `console.enabled: false`, and the first load's size budget.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import type { Browser, Page } from 'playwright-core';
@@ -19,7 +21,7 @@ import { launchChromium, unexpected, watchedPage, type WatchedPage } from './sup
 
 const ROOT = join(__dirname, '..');
 const DIST = join(ROOT, 'console', 'dist');
-const SHOTS = join(ROOT, 'docs', 'console');
+const SHOTS = process.env.CONSOLE_SCREENSHOTS === 'docs' ? join(ROOT, 'docs', 'console') : join(tmpdir(), `gw-console-shots-${process.pid}`);
 /** The first load's budget: JavaScript and CSS, gzip. */
 const BUDGET_BYTES = 300 * 1024;
 

@@ -29,7 +29,8 @@ export function Explain() {
   const [request, setRequest] = useState(DEFAULT_REQUEST);
   const [headers, setHeaders] = useState('');
   const [lang, setLang] = useState<'en' | 'pt'>('en');
-  const [answer, setAnswer] = useState<ExplainAnswer | null>(null);
+  // The answer with the language it was asked in: the select may change before the next answer arrives.
+  const [answer, setAnswer] = useState<{ a: ExplainAnswer; lang: string } | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const run = async (e: Event) => {
@@ -39,7 +40,8 @@ export function Explain() {
     try {
       const body: Record<string, unknown> = { request: parseJson(request, 'The request', true) };
       if (headers.trim()) body.headers = parseJson(headers, 'The headers', true);
-      setAnswer(await api<ExplainAnswer>('POST', '/v1/routing/explain', { body, headers: { 'accept-language': lang } }));
+      const asked = lang;
+      setAnswer({ a: await api<ExplainAnswer>('POST', '/v1/routing/explain', { body, headers: { 'accept-language': asked } }), lang: asked });
     } catch (err) {
       setAnswer(null);
       setError(err);
@@ -73,7 +75,7 @@ export function Explain() {
         </div>
       </form>
       {error ? <ErrorBox error={error} /> : null}
-      {answer ? <ExplainResult a={answer} lang={lang} /> : null}
+      {answer ? <ExplainResult a={answer.a} lang={answer.lang} /> : null}
     </>
   );
 }
