@@ -17,10 +17,21 @@
  *   --warmup=N           seconds of load on each side before the runs (default 15: the embedded
  *                        store's WebAssembly is still being optimised in the background for a while)
  *   --floor              also the Express floor proxy, in the same alternation
+ *   --rate=N             open loop: N requests per second on each side (autocannon overallRate) instead
+ *                        of as many as the connections get answered; CPU per request then compares at
+ *                        one throughput (it falls as throughput rises: more work per wake-up)
+ *   --concurrent         load every side at the same time in each run instead of one after the
+ *                        other: on a machine whose other load comes and goes, the pairs of a run
+ *                        then share it exactly (each side gets its own connections)
+ *   --tree=DIR           a work side from another copy of the sources (a folder with src/,
+ *                        tsconfig.json, nest-cli.json; under bench/.build so that it resolves the
+ *                        same node_modules) instead of the working tree: an experiment. Repeatable:
+ *                        every tree is a side of its own (named after its folder), all alternated
  *   --servers            both gateways on throwaway Postgres 15 + Redis (each its own database)
  *   --stream             also streams (32 at once, 20 chunks 10 ms apart): the added gap p99 of each
  *   --out=FILE           where to write the JSON
- *   --node-options="…"   extra Node/V8 flags for both gateways
+ *   --node-options="…"   extra Node/V8 flags for every gateway
+ *   --work-node-options="…" extra Node/V8 flags for the work side(s) only: a flag's own effect
  */
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -36,7 +47,7 @@ const log = (msg) => process.stderr.write(`[ab ${new Date().toISOString().slice(
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function parseArgs(argv) {
-  const a = { base: 'HEAD', connections: [32, 1], runs: 6, seconds: 6, warmup: 15, floor: false, servers: false, stream: false, out: null, nodeOptions: [] };
+  const a = { base: 'HEAD', connections: [32, 1], runs: 6, seconds: 6, warmup: 15, floor: false, concurrent: false, rate: null, servers: false, stream: false, out: null, nodeOptions: [], workNodeOptions: [], trees: [] };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -46,10 +57,14 @@ function parseArgs(argv) {
       case '--seconds': a.seconds = Number(v); break;
       case '--warmup': a.warmup = Number(v); break;
       case '--floor': a.floor = true; break;
+      case '--concurrent': a.concurrent = true; break;
+      case '--rate': a.rate = Number(v); break;
+      case '--tree': a.trees.push(path.resolve(v)); break;
       case '--servers': a.servers = true; break;
       case '--stream': a.stream = true; break;
       case '--out': a.out = path.resolve(v); break;
       case '--node-options': a.nodeOptions = v.split(/\s+/).filter(Boolean); break;
+      case '--work-node-options': a.workNodeOptions = v.split(/\s+/).filter(Boolean); break;
       case '--help': case '-h':
         process.stdout.write(fs.readFileSync(__filename, 'utf8').split('*/')[0].replace(/^#!.*\n'use strict';\n\/\*\*\n/, '').replace(/^ \* ?/gm, '') + '\n');
         process.exit(0);
@@ -69,7 +84,6 @@ async function main() {
   cleanups.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
   const name = `ab-${process.pid}`;
   cleanups.push(() => fs.rmSync(path.join(procs.ROOT, 'bench', '.build', `${name}-base`), { recursive: true, force: true }));
-  cleanups.push(() => fs.rmSync(path.join(procs.ROOT, 'bench', '.build', `${name}-work`), { recursive: true, force: true }));
   const report = {
     meta: {
       date: new Date().toISOString(),
@@ -81,14 +95,24 @@ async function main() {
       store: args.servers ? 'Postgres 15 + Redis (--servers)' : 'embedded default (PGlite + in-process cache)',
       runs: args.runs,
       seconds_per_run: args.seconds,
+      rate_per_side: args.rate,
+      sides_loaded: args.concurrent ? 'at the same time' : 'one after the other, order rotated',
     },
     levels: [],
   };
   try {
     const { tree, commit } = procs.extractCommit(args.base, `${name}-base`);
     report.meta.base = commit;
-    log(`building ${args.base} (${commit}) and the working tree…`);
-    const builds = { base: procs.buildGateway(`${name}-base`, { tree }), work: procs.buildGateway(`${name}-work`) };
+    // The sides compared with base: the working tree, or each --tree (named after its folder; a tree's folder is often `…/<name>/tree`).
+    const works = args.trees.length ? args.trees.map((t) => ({ side: path.basename(path.basename(t) === 'tree' ? path.dirname(t) : t), tree: t })) : [{ side: 'work', tree: undefined }];
+    report.meta.work = works.map((w) => (w.tree ? path.relative(procs.ROOT, w.tree) : 'working tree')).join(', ');
+    log(`building ${args.base} (${commit}) and ${report.meta.work}…`);
+    const builds = { base: procs.buildGateway(`${name}-base`, { tree }) };
+    for (const [i, w] of works.entries()) {
+      cleanups.push(() => fs.rmSync(path.join(procs.ROOT, 'bench', '.build', `${name}-w${i}`), { recursive: true, force: true }));
+      builds[w.side] = procs.buildGateway(`${name}-w${i}`, { tree: w.tree });
+    }
+    const gatewaySides = ['base', ...works.map((w) => w.side)];
 
     const fake = await procs.startFake({ chunks: 20, delayMs: 10, slowMs: 1000, slowChunks: 900 });
     cleanups.push(() => fake.stop());
@@ -106,7 +130,7 @@ async function main() {
       servers = { pg, redis };
     }
     const targets = {};
-    for (const [i, side] of ['base', 'work'].entries()) {
+    for (const [i, side] of gatewaySides.entries()) {
       const port = await require('../scripts/test-servers').freePort();
       const env = procs.gatewayEnv({ tmp, port, config, dataDir: path.join(tmp, `data-${side}`) });
       if (servers) {
@@ -115,7 +139,7 @@ async function main() {
         await createDatabase(servers.pg.url, db);
         Object.assign(env, { DATABASE_URL: servers.pg.url.replace(/\/[^/?]*(\?|$)/, `/${db}$1`), REDIS_URL: `${servers.redis.url.replace(/\/\d*$/, '')}/${i + 1}`, GATEWAY_KEY_PEPPER: crypto.randomBytes(32).toString('base64') });
       }
-      const gw = await procs.startGateway({ main: builds[side].main, env, port, logFile: path.join(tmp, `gateway-${side}.log`), nodeArgs: args.nodeOptions });
+      const gw = await procs.startGateway({ main: builds[side].main, env, port, logFile: path.join(tmp, `gateway-${side}.log`), nodeArgs: side === 'base' ? args.nodeOptions : [...args.nodeOptions, ...args.workNodeOptions] });
       cleanups.push(() => gw.stop());
       targets[side] = { url: gw.url, pid: gw.pid, model: 'bench', delay: 'bench-delay', headers: { authorization: `Bearer ${KEY}` } };
       log(`${side}: ${gw.url} (pid ${gw.pid})`);
@@ -135,49 +159,56 @@ async function main() {
 
     for (const connections of args.connections) {
       const runs = Object.fromEntries(sides.map((s) => [s, []]));
+      /** One run of one side: its load, and the CPU its process spent on it. */
+      const measure = async (side) => {
+        const t = targets[side];
+        const th0 = procs.threadCpuTimes(t.pid);
+        const r = await runLoad({ url: `${t.url}/v1/chat/completions`, connections, seconds: args.seconds, body: chatBody(t.model), headers: t.headers, overallRate: args.rate ?? undefined });
+        const th1 = procs.threadCpuTimes(t.pid);
+        const per = (s) => (r.requests > 0 ? round((s / r.requests) * 1e6, 1) : null);
+        runs[side].push({
+          rps: r.rps,
+          p50: r.p50,
+          p99: r.p99,
+          cpu_us_per_req: per(th1.main + th1.others - th0.main - th0.others),
+          cpu_main_us_per_req: per(th1.main - th0.main),
+          cpu_other_threads_us_per_req: per(th1.others - th0.others),
+          requests: r.requests,
+          failed: r.non2xx + r.errors + r.timeouts,
+        });
+      };
       for (let run = 0; run < args.runs; run++) {
-        // Every side in every position: rotate the order by one each run.
-        const order = sides.map((_, i) => sides[(i + run) % sides.length]);
-        for (const side of order) {
-          const t = targets[side];
-          const th0 = procs.threadCpuTimes(t.pid);
-          const r = await runLoad({ url: `${t.url}/v1/chat/completions`, connections, seconds: args.seconds, body: chatBody(t.model), headers: t.headers });
-          const th1 = procs.threadCpuTimes(t.pid);
-          const per = (s) => (r.requests > 0 ? round((s / r.requests) * 1e6, 1) : null);
-          runs[side].push({
-            rps: r.rps,
-            p50: r.p50,
-            p99: r.p99,
-            cpu_us_per_req: per(th1.main + th1.others - th0.main - th0.others),
-            cpu_main_us_per_req: per(th1.main - th0.main),
-            cpu_other_threads_us_per_req: per(th1.others - th0.others),
-            requests: r.requests,
-            failed: r.non2xx + r.errors + r.timeouts,
-          });
-          await sleep(100);
+        if (args.concurrent) {
+          // Every side loaded over the same seconds: whatever else the machine does then falls on each alike.
+          await Promise.all(sides.map(measure));
+        } else {
+          // Every side in every position: rotate the order by one each run.
+          for (const side of sides.map((_, i) => sides[(i + run) % sides.length])) await measure(side);
         }
+        await sleep(100);
       }
       const keys = ['rps', 'p50', 'p99', 'cpu_us_per_req', 'cpu_main_us_per_req', 'cpu_other_threads_us_per_req'];
       const ratio = (a, b, k = 'cpu_us_per_req') => summary(runs[a].map((x, i) => x[k] / runs[b][i][k]));
       const level = {
         connections,
         ...Object.fromEntries(sides.map((s) => [s, summarise(runs[s], keys)])),
-        work_over_base: { cpu: ratio('work', 'base'), main: ratio('work', 'base', 'cpu_main_us_per_req'), rps: ratio('work', 'base', 'rps') },
-        ...(targets.floor ? { base_over_floor: ratio('base', 'floor'), work_over_floor: ratio('work', 'floor') } : {}),
+        over_base: Object.fromEntries(gatewaySides.slice(1).map((w) => [w, { cpu: ratio(w, 'base'), main: ratio(w, 'base', 'cpu_main_us_per_req'), rps: ratio(w, 'base', 'rps') }])),
+        ...(targets.floor ? { over_floor: Object.fromEntries(gatewaySides.map((g) => [g, ratio(g, 'floor')])) } : {}),
         failed: Object.fromEntries(sides.map((s) => [s, runs[s].reduce((n, x) => n + x.failed, 0)])),
         runs,
       };
       log(
-        `c=${connections}: CPU µs/req base ${level.base.cpu_us_per_req.median}, work ${level.work.cpu_us_per_req.median}` +
-          (level.floor ? `, floor ${level.floor.cpu_us_per_req.median}` : '') +
-          `; work/base ${level.work_over_base.cpu.median} (${level.work_over_base.cpu.min}–${level.work_over_base.cpu.max})` +
-          (level.floor ? `; base/floor ${level.base_over_floor.median}, work/floor ${level.work_over_floor.median}` : ''),
+        `c=${connections}: CPU µs/req ` +
+          sides.map((s) => `${s} ${level[s].cpu_us_per_req.median}`).join(', ') +
+          '; over base ' +
+          Object.entries(level.over_base).map(([w, r]) => `${w} ${r.cpu.median} (${r.cpu.min}–${r.cpu.max})`).join(', ') +
+          (level.over_floor ? '; over floor ' + Object.entries(level.over_floor).map(([g, r]) => `${g} ${r.median}`).join(', ') : ''),
       );
       report.levels.push(level);
     }
 
-    if (args.stream) report.stream = await streamPairs(args, targets, fake);
-    report.rss_mib = Object.fromEntries(['base', 'work'].map((s) => [s, round(procs.rssMiB(targets[s].pid), 1)]));
+    if (args.stream) report.stream = await streamPairs(args, targets, fake, gatewaySides);
+    report.rss_mib = Object.fromEntries(gatewaySides.map((s) => [s, round(procs.rssMiB(targets[s].pid), 1)]));
     report.meta.loadavg_end = os.loadavg().map((x) => round(x, 2));
   } finally {
     await cleanups.run();
@@ -189,11 +220,11 @@ async function main() {
 }
 
 /** 32 streams at once on each gateway and directly, alternated: the added gap p99 (gateway − the direct run next to it). */
-async function streamPairs(args, targets, fake) {
+async function streamPairs(args, targets, fake, gatewaySides) {
   const direct = { url: fake.url, delay: 'bench-delay', headers: {} };
-  const runs = { base: [], work: [] };
+  const runs = Object.fromEntries(gatewaySides.map((s) => [s, []]));
   for (let run = 0; run < args.runs; run++) {
-    for (const side of run % 2 === 0 ? ['base', 'work'] : ['work', 'base']) {
+    for (const side of gatewaySides.map((_, i) => gatewaySides[(i + run) % gatewaySides.length])) {
       const gap = async (t) => {
         const r = await runStreams({ url: t.url, path: '/v1/chat/completions', body: chatBody(t.delay, { stream: true }), headers: t.headers, concurrency: 32, seconds: 5 });
         const ct = chunkTimings(r.streams, 20);
@@ -204,8 +235,8 @@ async function streamPairs(args, targets, fake) {
       runs[side].push({ added_gap_p99: round(g.gap_p99 - d.gap_p99), added_ttfb_p50: round(g.ttfb_p50 - d.ttfb_p50), held: g.held, missing: g.missing });
     }
   }
-  const out = Object.fromEntries(['base', 'work'].map((s) => [s, summarise(runs[s], ['added_gap_p99', 'added_ttfb_p50'])]));
-  log(`stream 32: added gap p99 base ${out.base.added_gap_p99.median} ms, work ${out.work.added_gap_p99.median} ms`);
+  const out = Object.fromEntries(gatewaySides.map((s) => [s, summarise(runs[s], ['added_gap_p99', 'added_ttfb_p50'])]));
+  log(`stream 32: added gap p99 ${gatewaySides.map((s) => `${s} ${out[s].added_gap_p99.median}`).join(', ')} ms`);
   return { ...out, runs };
 }
 
@@ -223,20 +254,23 @@ async function createDatabase(url, name) {
 
 function render(r) {
   const mm = (s, d = 0) => (s && s.median !== null ? `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})` : '—');
-  const out = [`### A/B — ${r.meta.date.slice(0, 16)} · base ${r.meta.base} vs working tree · ${r.meta.store} · ${r.meta.runs} × ${r.meta.seconds_per_run} s per side · load ${r.meta.loadavg_start?.[0]}`, ''];
+  const out = [`### A/B — ${r.meta.date.slice(0, 16)} · base ${r.meta.base} vs ${r.meta.work} · ${r.meta.store} · ${r.meta.runs} × ${r.meta.seconds_per_run} s per side · load ${r.meta.loadavg_start?.[0]}`, ''];
   out.push('| conns | side | req/s | CPU µs/req | main thread | other threads | over base | over floor |');
   out.push('|---:|---|---:|---:|---:|---:|---:|---:|');
   for (const l of r.levels) {
-    for (const side of ['floor', 'base', 'work']) {
+    for (const side of ['floor', 'base', ...Object.keys(l.over_base)]) {
       if (!l[side]) continue;
       const s = l[side];
-      const overBase = side === 'work' ? mm(l.work_over_base.cpu, 3) : '';
-      const overFloor = side === 'floor' ? '' : l[`${side}_over_floor`] ? mm(l[`${side}_over_floor`], 2) : '';
+      const overBase = l.over_base[side] ? mm(l.over_base[side].cpu, 3) : '';
+      const overFloor = l.over_floor?.[side] ? mm(l.over_floor[side], 2) : '';
       out.push(`| ${l.connections} | ${side} | ${mm(s.rps)} | ${mm(s.cpu_us_per_req)} | ${mm(s.cpu_main_us_per_req)} | ${mm(s.cpu_other_threads_us_per_req)} | ${overBase} | ${overFloor} |`);
     }
   }
-  if (r.stream) out.push('', `Streams (32): added gap p99 base ${mm(r.stream.base.added_gap_p99, 3)} ms, work ${mm(r.stream.work.added_gap_p99, 3)} ms; added TTFB p50 base ${mm(r.stream.base.added_ttfb_p50, 3)}, work ${mm(r.stream.work.added_ttfb_p50, 3)}`);
-  if (r.rss_mib) out.push('', `RSS at the end: base ${r.rss_mib.base} MiB, work ${r.rss_mib.work} MiB`);
+  if (r.stream) {
+    const sides = Object.keys(r.stream).filter((k) => k !== 'runs');
+    out.push('', `Streams (32 at once): added gap p99 ${sides.map((s) => `${s} ${mm(r.stream[s].added_gap_p99, 3)}`).join(', ')} ms; added TTFB p50 ${sides.map((s) => `${s} ${mm(r.stream[s].added_ttfb_p50, 3)}`).join(', ')} ms`);
+  }
+  if (r.rss_mib) out.push('', `RSS at the end (MiB): ${Object.entries(r.rss_mib).map(([s, v]) => `${s} ${v}`).join(', ')}`);
   return out.join('\n');
 }
 
