@@ -35,6 +35,22 @@ describeWithPostgres('SqlStore on a real Postgres', () => {
     };
   });
 
+  it('runs in UTC and without JIT on every pooled connection, whatever the server is configured with', async () => {
+    const db = await createTestDatabase({ migrated: false });
+    const store = new PgSqlStore(db.url, { max: 2 });
+    try {
+      // Two connections at once: the settings are each connection's, not one session's.
+      const both = await Promise.all([0, 1].map(() => store.transaction(async (tx) => (await tx.query<{ tz: string; jit: string }>(`SELECT current_setting('TimeZone') AS tz, current_setting('jit') AS jit, pg_sleep(0.05)`, [])).rows[0])));
+      expect(both).toEqual([expect.objectContaining({ tz: 'UTC', jit: 'off' }), expect.objectContaining({ tz: 'UTC', jit: 'off' })]);
+      // The server's own default is on (Postgres 15), so the setting above is the store's doing.
+      const { rows } = await store.query<{ boot: string | null }>(`SELECT boot_val AS boot FROM pg_settings WHERE name = 'jit'`, []);
+      expect(rows[0].boot).toBe('on');
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+
   describe('when the server is dead, stalled or drops connections', () => {
     let db: TestDatabase;
     let admin: PgSqlStore;
