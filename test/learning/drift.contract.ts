@@ -201,6 +201,31 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
       await repo.recompute(BEAT);
       expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(sessions + 8);
       expect(await detectorSamples(sql, 'm-a', 'auto')).toBe(requests + 8);
+
+      // A rebuild (the rollups' state removed: everything taken in again by a backfill) is history
+      // to the detector: no sample counts twice. A session the backfill finds unanswered is fed once
+      // its answer comes.
+      await sql.query(
+        `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, selected_provider, selected_model, status, latency_ms, created_at)
+         VALUES ($1, 'acme', 'k', 'late-answer', 'chat', 'auto', 'p', 'm-a', 200, 500, now() - interval '40 seconds')`,
+        [`req-${seq++}`],
+      );
+      await repo.recompute(BEAT);
+      const fedBefore = await detectorSamples(sql, 'm-a', 'outcome');
+      const autoBefore = await detectorSamples(sql, 'm-a', 'auto');
+      await sql.query(`DELETE FROM rollup_state WHERE name = 'learning'`, []);
+      await repo.recompute({ ...BEAT, backfill: { budgetMs: 0, chunkRows: 7 } });
+      for (let beats = 0; ; beats++) {
+        const { rows: st } = await sql.query<{ pending: boolean }>(`SELECT backfill_txid IS NOT NULL AS pending FROM rollup_state WHERE name = 'learning'`, []);
+        if (!st[0].pending) break;
+        expect(beats).toBeLessThan(50);
+        await repo.recompute({ ...BEAT, backfill: { budgetMs: 0, chunkRows: 7 } });
+      }
+      expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(fedBefore);
+      expect(await detectorSamples(sql, 'm-a', 'auto')).toBe(autoBefore);
+      await answer(sql, 'acme', 'late-answer', 9, true);
+      await repo.recompute(BEAT);
+      expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(fedBefore + 1);
     });
   });
 }

@@ -131,8 +131,14 @@ const tracesSql = (range: string) => `
  * Every read of feedback and rollup_session_pairs is a primary-key lookup per touched row (the
  * lateral subqueries, fenced by OFFSET 0 so the planner keeps them so): a hash join would read those
  * tables whole, a cost that grows with the window's sessions.
+ *
+ * `historyFed`: what a new pair row's `drift_fed` is. A backfill takes in history (a rebuild, or the
+ * traces of before the rollups existed): a sample it finds is marked fed, so the change detector,
+ * whose tests carry on across a rebuild, does not take the window's sessions in a second time (and a
+ * rebuild's every beat does not feed it thousands of old samples). A pair the backfill finds without
+ * an answer is fed when its answer comes, as any new sample is.
  */
-const samplesSql = (traceRange: string, feedbackRange: string) => `
+const samplesSql = (traceRange: string, feedbackRange: string, historyFed: 'false' | 'score IS NOT NULL') => `
   WITH nt AS (
     SELECT t.org_id, t.session_id, t.selected_provider AS provider, t.selected_model AS model, max(t.created_at) AS last
     FROM decision_traces t
@@ -175,8 +181,8 @@ const samplesSql = (traceRange: string, feedbackRange: string) => `
     FROM cur
   ),
   pairs AS (
-    INSERT INTO rollup_session_pairs AS p (org_id, session_id, provider, model, last_trace_at, score, useful, bucket, feedback_bucket)
-    SELECT org_id, session_id, provider, model, last_trace_at, score, useful, bucket, feedback_bucket FROM calc
+    INSERT INTO rollup_session_pairs AS p (org_id, session_id, provider, model, last_trace_at, score, useful, bucket, feedback_bucket, drift_fed)
+    SELECT org_id, session_id, provider, model, last_trace_at, score, useful, bucket, feedback_bucket, ${historyFed} FROM calc
     ON CONFLICT (org_id, session_id, provider, model) DO UPDATE SET
       last_trace_at = EXCLUDED.last_trace_at, score = EXCLUDED.score, useful = EXCLUDED.useful,
       bucket = EXCLUDED.bucket, feedback_bucket = EXCLUDED.feedback_bucket
@@ -225,8 +231,8 @@ const samplesSql = (traceRange: string, feedbackRange: string) => `
 
 const TRACES_STEADY = tracesSql(STEADY_TRACES);
 const TRACES_BACKFILL = tracesSql(BACKFILL_TRACES);
-const SAMPLES_STEADY = samplesSql(STEADY_TRACES, STEADY_FEEDBACK);
-const SAMPLES_BACKFILL = samplesSql(BACKFILL_TRACES, 'false');
+const SAMPLES_STEADY = samplesSql(STEADY_TRACES, STEADY_FEEDBACK, 'false');
+const SAMPLES_BACKFILL = samplesSql(BACKFILL_TRACES, 'false', 'score IS NOT NULL');
 
 /* The window start moved to $1: the buckets it passed leave rollup_window and are deleted. */
 const SLIDE_HOURS = `
@@ -287,6 +293,15 @@ const PRUNE_WINDOW_LATENCY = `DELETE FROM rollup_window_latency WHERE n = 0`;
  * commits, but only a holder of the rollups' lock reads them.
  */
 const CLEAR = 'TRUNCATE rollup_model_hours, rollup_sample_hours, rollup_session_pairs, rollup_window, rollup_window_latency';
+/*
+ * The tables a backfill fills from empty. Until their planner statistics catch up they still read
+ * as empty, and then the lookup of a session's pair (SAMPLES_*, by primary key) may be planned on
+ * rollup_session_pairs's (org, provider, model, bucket) index instead: a range that grows with every
+ * chunk taken in (at a million traces the tenth chunk read 11 million buffers and ran into the
+ * statement timeout). ANALYZE after a backfill's 1st, 2nd, 4th, 8th… chunk keeps the statistics
+ * within a factor of two of the table, at a logarithm of the cost.
+ */
+const ANALYZE_FILLED = 'ANALYZE rollup_session_pairs, rollup_sample_hours, rollup_model_hours';
 
 /* The $3-th row still to take in at or after $2 (S or later), in created_at order. */
 const BACKFILL_END = `
@@ -322,6 +337,9 @@ export interface LearningRollupsView {
  * (transaction-scoped advisory lock, waited for: rollup-state.ts `lock`).
  */
 export class LearningRollups {
+  /** Backfill chunks this process has taken in since the tables were last cleared (ANALYZE_FILLED's schedule). */
+  private backfillChunks = 0;
+
   async catchUp(tx: SqlExecutor, w: LearningWindow): Promise<LearningRollupsView> {
     await lock(tx, LOCK);
     const { state: stored, xmin } = await readState(tx, 'learning');
@@ -333,6 +351,7 @@ export class LearningRollups {
       // First beat, or the window's length changed: buckets older than the old window are gone, so
       // everything is taken in again from the traces (a backfill), the sums from zero.
       await tx.query(CLEAR, []);
+      this.backfillChunks = 0;
       state = { txidDone: xmin, backfillTxid: xmin, backfillFrom: start, windowSeconds: w.windowSeconds, windowStart: start };
     } else {
       state = stored;
@@ -365,6 +384,8 @@ export class LearningRollups {
           const params = [s, backfillTxid, from.toISOString(), until?.toISOString() ?? null];
           await tx.query(TRACES_BACKFILL, params);
           await tx.query(SAMPLES_BACKFILL, params);
+          this.backfillChunks++;
+          if ((this.backfillChunks & (this.backfillChunks - 1)) === 0) await tx.query(ANALYZE_FILLED, []);
         },
       );
     }
