@@ -213,6 +213,8 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
       await repo.recompute(BEAT);
       const fedBefore = await detectorSamples(sql, 'm-a', 'outcome');
       const autoBefore = await detectorSamples(sql, 'm-a', 'auto');
+      // Sessions written after that beat and before the rebuild (a bulk import, say) are history too.
+      for (let i = 0; i < 3; i++) await session(sql, 'acme', `imported-${i}`, 'm-a', 3_000 + i, good(i), true);
       await sql.query(`DELETE FROM rollup_state WHERE name = 'learning'`, []);
       await repo.recompute({ ...BEAT, backfill: { budgetMs: 0, chunkRows: 7 } });
       for (let beats = 0; ; beats++) {

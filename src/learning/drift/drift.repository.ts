@@ -50,7 +50,9 @@ export interface ChangeFound extends Alarm {
   stream: Stream;
 }
 
-const NAME = 'drift';
+/** The detector's row in drift_state (its watermark); the learning rollups' backfill reads whether it exists. */
+export const DRIFT_STATE_NAME = 'drift';
+const NAME = DRIFT_STATE_NAME;
 
 const READ_STATE = `
   SELECT d.txid_done::text AS drift_txid, r.txid_done::text AS rollup_txid
@@ -61,6 +63,9 @@ const READ_STATE = `
 const WRITE_STATE = `
   INSERT INTO drift_state (name, txid_done, updated_at) VALUES ($1, $2::bigint, now())
   ON CONFLICT (name) DO UPDATE SET txid_done = EXCLUDED.txid_done, updated_at = EXCLUDED.updated_at`;
+
+/* A rebuild's start: the request stream resumes after what the rebuild takes in as history. */
+const SKIP_HISTORY = `UPDATE drift_state SET txid_done = GREATEST(txid_done, $2::bigint), updated_at = now() WHERE name = $1`;
 
 /* The requests of the traces in [$1, $2): the pair that served (ok or not) and each failed attempt. */
 const REQUESTS = `
@@ -166,6 +171,16 @@ export class DriftRepository {
    * One step of every test, in the caller's transaction, which holds the rollups' lock (their
    * catchUp ran in it): the samples the beat took in since the last step. Returns the changes found.
    */
+  /**
+   * The learning rollups are being rebuilt from the traces (a backfill of everything below `txid`):
+   * those traces are history to the tests, as the samples the backfill finds are (it marks them
+   * fed), so the request stream continues from `txid` rather than reading them all at the rebuild's
+   * end (after a bulk import that was millions of rows in one statement).
+   */
+  async skipHistory(tx: SqlExecutor, txid: string): Promise<void> {
+    await tx.query(SKIP_HISTORY, [NAME, txid]);
+  }
+
   async step(tx: SqlExecutor, p: DriftParams): Promise<ChangeFound[]> {
     const cusum = p.cusum ?? DRIFT_CUSUM;
     const { rows: st } = await tx.query<{ drift_txid: string | null; rollup_txid: string | null }>(READ_STATE, [NAME]);

@@ -1,4 +1,5 @@
 import type { SqlExecutor } from '../../stores/sql/sql-store';
+import { DRIFT_STATE_NAME, DriftRepository } from '../drift/drift.repository';
 import { latencyBinSql } from './latency-histogram';
 import {
   backfill,
@@ -132,13 +133,14 @@ const tracesSql = (range: string) => `
  * lateral subqueries, fenced by OFFSET 0 so the planner keeps them so): a hash join would read those
  * tables whole, a cost that grows with the window's sessions.
  *
- * `historyFed`: what a new pair row's `drift_fed` is. A backfill takes in history (a rebuild, or the
- * traces of before the rollups existed): a sample it finds is marked fed, so the change detector,
- * whose tests carry on across a rebuild, does not take the window's sessions in a second time (and a
- * rebuild's every beat does not feed it thousands of old samples). A pair the backfill finds without
- * an answer is fed when its answer comes, as any new sample is.
+ * `historyFed`: what a new pair row's `drift_fed` is. Once the change detector has run (it has a
+ * state row), a backfill is a rebuild of what it has already seen: a sample the backfill finds is
+ * marked fed, so the detector, whose tests carry on across a rebuild, does not take the window's
+ * sessions in a second time. A pair the backfill finds without an answer is fed when its answer
+ * comes, as any new sample is. The first backfill of all (before the detector's first step) feeds it
+ * the window's samples: its reference.
  */
-const samplesSql = (traceRange: string, feedbackRange: string, historyFed: 'false' | 'score IS NOT NULL') => `
+const samplesSql = (traceRange: string, feedbackRange: string, historyFed: string) => `
   WITH nt AS (
     SELECT t.org_id, t.session_id, t.selected_provider AS provider, t.selected_model AS model, max(t.created_at) AS last
     FROM decision_traces t
@@ -232,7 +234,7 @@ const samplesSql = (traceRange: string, feedbackRange: string, historyFed: 'fals
 const TRACES_STEADY = tracesSql(STEADY_TRACES);
 const TRACES_BACKFILL = tracesSql(BACKFILL_TRACES);
 const SAMPLES_STEADY = samplesSql(STEADY_TRACES, STEADY_FEEDBACK, 'false');
-const SAMPLES_BACKFILL = samplesSql(BACKFILL_TRACES, 'false', 'score IS NOT NULL');
+const SAMPLES_BACKFILL = samplesSql(BACKFILL_TRACES, 'false', `score IS NOT NULL AND EXISTS (SELECT 1 FROM drift_state WHERE name = '${DRIFT_STATE_NAME}')`);
 
 /* The window start moved to $1: the buckets it passed leave rollup_window and are deleted. */
 const SLIDE_HOURS = `
@@ -339,6 +341,7 @@ export interface LearningRollupsView {
 export class LearningRollups {
   /** Backfill chunks this process has taken in since the tables were last cleared (ANALYZE_FILLED's schedule). */
   private backfillChunks = 0;
+  private readonly drift = new DriftRepository();
 
   async catchUp(tx: SqlExecutor, w: LearningWindow): Promise<LearningRollupsView> {
     await lock(tx, LOCK);
@@ -351,6 +354,7 @@ export class LearningRollups {
       // First beat, or the window's length changed: buckets older than the old window are gone, so
       // everything is taken in again from the traces (a backfill), the sums from zero.
       await tx.query(CLEAR, []);
+      await this.drift.skipHistory(tx, xmin);
       this.backfillChunks = 0;
       state = { txidDone: xmin, backfillTxid: xmin, backfillFrom: start, windowSeconds: w.windowSeconds, windowStart: start };
     } else {
