@@ -228,6 +228,14 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
       await answer(sql, 'acme', 'late-answer', 9, true);
       await repo.recompute(BEAT);
       expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(fedBefore + 1);
+
+      // A backlog larger than one step's batch is taken in over the next beats, each sample once.
+      for (let i = 0; i < 10; i++) await session(sql, 'acme', `backlog-${i}`, 'm-a', 20 - i, good(i), true);
+      const small = { ...BEAT, drift: { ...BEAT.drift, feedBatch: 4 } };
+      for (const expected of [4, 8, 10, 10]) {
+        await repo.recompute(small);
+        expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(fedBefore + 1 + expected);
+      }
     });
   });
 }

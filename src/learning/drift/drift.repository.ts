@@ -36,11 +36,16 @@ export const DRIFT_CUSUM: CusumParams = { k: 0.25, h: 25, warmup: 20, zClamp: 3,
 
 export type Stream = 'outcome' | 'auto';
 
+/** Samples one step takes in at most (NEW_SAMPLES); a backlog is fed over the next beats. */
+export const FEED_BATCH = 20_000;
+
 export interface DriftParams {
   weights: { score: number; useful: number };
   /** routing.latency_target_ms: the latency at which the auto signal starts to fall. */
   latencyTargetMs: number;
   cusum?: CusumParams;
+  /** At most this many samples per step (default FEED_BATCH; the tests shrink it). */
+  feedBatch?: number;
 }
 
 export interface ChangeFound extends Alarm {
@@ -86,10 +91,24 @@ const REQUESTS = `
   ORDER BY txid, created_at, id, k`;
 
 /* The samples not yet fed, marked fed in the same statement. */
+/*
+ * The next samples, at most $1 of them (the oldest traces first), marked fed in the statement that
+ * reads them. Bounded because the first step after the rollups' first backfill finds the whole
+ * window's answered sessions waiting (about 90,000 at a million traces: one UPDATE of them all ran
+ * past the statement timeout); the rest wait for the next beats. The rows are picked by the partial
+ * index of unfed samples and updated by their ctid (the same snapshot), never by a join that could
+ * be planned as a scan of the table.
+ */
 const NEW_SAMPLES = `
-  WITH fed AS (
+  WITH next AS (
+    SELECT ctid FROM rollup_session_pairs
+    WHERE NOT drift_fed AND score IS NOT NULL
+    ORDER BY last_trace_at, session_id, provider, model
+    LIMIT $1
+  ),
+  fed AS (
     UPDATE rollup_session_pairs p SET drift_fed = true
-    WHERE NOT p.drift_fed AND p.score IS NOT NULL
+    WHERE p.ctid = ANY (ARRAY(SELECT ctid FROM next)) AND NOT p.drift_fed AND p.score IS NOT NULL
     RETURNING p.org_id, p.session_id, p.provider, p.model, p.score, p.useful, p.last_trace_at
   )
   SELECT fed.org_id, fed.session_id, fed.provider, fed.model, fed.score, fed.useful,
@@ -189,7 +208,7 @@ export class DriftRepository {
     // The first step starts at the rollups' watermark: traces from before the tests existed are not replayed.
     const from = st[0].drift_txid ?? rollupTxid;
     const requests = BigInt(from) < BigInt(rollupTxid) ? (await tx.query<RequestRow>(REQUESTS, [from, rollupTxid])).rows : [];
-    const samples = (await tx.query<SampleRow>(NEW_SAMPLES, [])).rows;
+    const samples = (await tx.query<SampleRow>(NEW_SAMPLES, [p.feedBatch ?? FEED_BATCH])).rows;
     await tx.query(WRITE_STATE, [NAME, rollupTxid]);
     if (requests.length === 0 && samples.length === 0) return [];
 
