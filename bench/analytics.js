@@ -369,7 +369,9 @@ async function main() {
         for (; learning; ) {
           await beat(3);
           backfillBeats++;
-          const st = await db.query(`SELECT backfill_txid IS NULL AS done FROM rollup_state WHERE name = 'learning'`);
+          // Done when the backfill is, and the change detector has taken in the samples it found
+          // (a step takes at most 20,000; the first after the first backfill finds the window's).
+          const st = await db.query(`SELECT backfill_txid IS NULL AND NOT EXISTS (SELECT 1 FROM rollup_session_pairs WHERE NOT drift_fed AND score IS NOT NULL) AS done FROM rollup_state WHERE name = 'learning'`);
           if (st.rows[0]?.done) break;
         }
         const catchUp = performance.now() - backfillStart;
