@@ -95,9 +95,9 @@ const REQUESTS = `
  * The next samples, at most $1 of them (the oldest traces first), marked fed in the statement that
  * reads them. Bounded because the first step after the rollups' first backfill finds the whole
  * window's answered sessions waiting (about 90,000 at a million traces: one UPDATE of them all ran
- * past the statement timeout); the rest wait for the next beats. The rows are picked by the partial
- * index of unfed samples and updated by their ctid (the same snapshot), never by a join that could
- * be planned as a scan of the table.
+ * past the statement timeout); the rest wait for the next beats. The rows are picked by walking the
+ * partial index of unfed samples, keyed in this order (migration 0013), and updated by their ctid
+ * (the same snapshot), never by a join that could be planned as a scan of the table.
  */
 const NEW_SAMPLES = `
   WITH next AS (
