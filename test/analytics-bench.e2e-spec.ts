@@ -49,6 +49,9 @@ describeWithPostgresBinaries('npm run bench:analytics -- --quick', () => {
       expect(s.backfill_beats).toBeGreaterThan(0);
     }
     expect(d.storage.traces).toBeGreaterThan(report.meta.shape.sizes.at(-1));
+    // The same traces in the layout before rollups and day partitions, for the storage comparison.
+    expect(d.storage.before).toMatchObject({ traces: report.meta.shape.sizes.at(-1), bytes_per_trace: expect.any(Number) });
+    expect(report.bytes_per_trace_before).toBe(d.storage.before.bytes_per_trace);
     expect(d.prune).toMatchObject({ partition_dropped: true });
     expect(d.prune.traces_in_day).toBeGreaterThan(0);
     for (const side of ['reference', 'beating']) expect(d.cpu[side]).toMatchObject({ non2xx: 0, errors: 0 });
