@@ -1,4 +1,5 @@
 import { access } from 'node:fs/promises';
+import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { withTimeout } from '../with-timeout';
 import { PgliteDirLock } from './pglite-dir-lock';
@@ -126,6 +127,25 @@ async function pump() {
 })();
 `;
 
+/**
+ * The embedded database's WebAssembly (Postgres, 9 MB) is run as V8's baseline compiler (Liftoff)
+ * makes it, without tiering its hot functions up to the optimising compiler. The optimised code and
+ * the compiler's working memory (left in the malloc arenas of V8's background threads, which never
+ * give it back) were ≈ 100 MiB of an idle embedded gateway's ≈ 375 MiB RSS. The price is CPU on
+ * the store's own thread: `npm run bench:ab` with and without the flag, same run, 5 × 5 s per side:
+ * RSS after the load 487 → 390 MiB; CPU per chat request 621 → 675 µs at 32 connections (+8.5 %,
+ * the store's thread 193 → 237) and 750 → 805 µs at 1 (+6 %). The embedded default is the store of
+ * a first run and of small installations, where memory matters more than tens of microseconds per
+ * request; busy ones run Postgres, which this does not touch. The flag is the process's (the only
+ * WebAssembly it runs is this), set before the first worker compiles the module.
+ */
+let wasmBaselineSet = false;
+function baselineWasmOnly(): void {
+  if (wasmBaselineSet) return;
+  wasmBaselineSet = true;
+  setFlagsFromString('--liftoff-only');
+}
+
 const RESTART_MIN_MS = 1_000;
 const RESTART_MAX_MS = 30_000;
 
@@ -241,6 +261,7 @@ export class PgliteWorkerSqlStore extends SqlStore {
 
   /** Starts a worker and resolves when its database is open; rejects (and stops it) when it cannot open. */
   private async start(): Promise<void> {
+    baselineWasmOnly();
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: {
