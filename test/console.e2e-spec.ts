@@ -449,7 +449,10 @@ describe('operator console', () => {
     await go('Traces');
     await page.fill('[data-testid=trace-filters] input[name=request_id]', 'seed-fb-2');
     await page.getByRole('button', { name: 'Search' }).click();
-    await page.locator('[data-testid=traces-table] tbody tr').first().waitFor();
+    // The page lists the newest traces before the search answers: wait for the search's answer (one
+    // row, the request id's), not for the first row of the list it replaces.
+    await page.locator('[data-testid=traces-table] tbody tr', { hasText: 'seed-fb-2' }).first().waitFor();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=traces-table] tbody tr').length === 1);
     const found = (await api('GET', '/v1/admin/traces?request_id=seed-fb-2')).body.data;
     expect(found).toHaveLength(1);
     expect(await page.locator('[data-testid=traces-table] tbody tr').count()).toBe(1);
