@@ -452,7 +452,7 @@ describe('operator console', () => {
     // The page lists the newest traces before the search answers: wait for the search's answer (one
     // row, the request id's), not for the first row of the list it replaces.
     await page.locator('[data-testid=traces-table] tbody tr', { hasText: 'seed-fb-2' }).first().waitFor();
-    await page.waitForFunction(() => document.querySelectorAll('[data-testid=traces-table] tbody tr').length === 1);
+    await page.locator('[data-testid=traces-table] tbody tr').nth(1).waitFor({ state: 'detached' });
     const found = (await api('GET', '/v1/admin/traces?request_id=seed-fb-2')).body.data;
     expect(found).toHaveLength(1);
     expect(await page.locator('[data-testid=traces-table] tbody tr').count()).toBe(1);
