@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { makeConfig, memoryLogger } from '../../test/support/kit';
 import { createTestPglite } from '../../test/support/pglite';
-import { createTestDatabase } from '../../test/support/postgres';
+import { createTestDatabase, createTestStore } from '../../test/support/postgres';
 import { describeWithPostgres } from '../../test/support/real-servers';
 import { expectUtcMidnightSplit, migrationsUpTo, partitions, populateOldTable, trace } from '../../test/stores/decision-traces-by-day.contract';
 import { MetricsService } from '../metrics/metrics.service';
@@ -225,17 +225,7 @@ describe('retention of an existing deployment on PGlite', () => {
 });
 
 describeWithPostgres('on a real Postgres', () => {
-  retentionSuite('Postgres', async () => {
-    const db = await createTestDatabase();
-    const store = new PgSqlStore(db.url);
-    return {
-      store,
-      cleanup: async () => {
-        await store.close();
-        await db.drop();
-      },
-    };
-  });
+  retentionSuite('Postgres', () => createTestStore());
 
   it('lets one replica at a time do a step: a run that finds the lock held skips, the next one does the work', async () => {
     const db = await createTestDatabase();

@@ -70,6 +70,19 @@ async function ensureTemplate(admin: Client): Promise<string> {
   }
 }
 
+/** A store on a new test database (createTestDatabase's options); `cleanup()` closes it and drops the database. */
+export async function createTestStore(options: { migrated?: boolean } = {}): Promise<{ store: PgSqlStore; cleanup: () => Promise<void> }> {
+  const db = await createTestDatabase(options);
+  const store = new PgSqlStore(db.url);
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      await db.drop();
+    },
+  };
+}
+
 /**
  * A new database on the test server: a copy of the migrated template (default), or empty
  * (`migrated: false`) for migration tests. `drop()` removes it, closing leftover connections.
