@@ -77,6 +77,9 @@ describeWithPostgres('gateway export --follow (sidecar, real Postgres)', () => {
     return seen;
   }
 
+  /** A data file being written (`.part-<from>.<ext>.tmp`), not the cursor's own temporary file, renamed at once. */
+  const halfWritten = (f: string) => f.startsWith('.part-') && f.endsWith('.tmp');
+
   async function until(what: string, ok: () => boolean, ms = 90_000, side?: Sidecar): Promise<void> {
     const deadline = Date.now() + ms;
     while (!ok()) {
@@ -118,7 +121,7 @@ describeWithPostgres('gateway export --follow (sidecar, real Postgres)', () => {
     // Mid-file: complete files exist and the next one is being written.
     await until(
       'a file half-written after two complete ones',
-      () => existsSync(dir) && readdirSync(dir).filter((f) => f.startsWith('part-')).length >= 2 && readdirSync(dir).some((f) => f.endsWith('.tmp') && statSync(join(dir, f)).size > 0),
+      () => existsSync(dir) && readdirSync(dir).filter((f) => f.startsWith('part-')).length >= 2 && readdirSync(dir).some((f) => halfWritten(f) && (statSync(join(dir, f), { throwIfNoEntry: false })?.size ?? 0) > 0),
       90_000,
       first,
     );
@@ -127,7 +130,7 @@ describeWithPostgres('gateway export --follow (sidecar, real Postgres)', () => {
     for (let i = 0; i < 500; i++) {
       first.child.kill('SIGSTOP');
       await new Promise((r) => setTimeout(r, 5));
-      if (readdirSync(dir).some((f) => f.endsWith('.tmp'))) break;
+      if (readdirSync(dir).some(halfWritten)) break;
       first.child.kill('SIGCONT');
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -136,7 +139,7 @@ describeWithPostgres('gateway export --follow (sidecar, real Postgres)', () => {
     const before = exported(out).size;
     expect(before).toBeGreaterThan(0);
     expect(before).toBeLessThan(inserted);
-    expect(readdirSync(dir).some((f) => f.endsWith('.tmp'))).toBe(true);
+    expect(readdirSync(dir).some(halfWritten)).toBe(true);
 
     // Meanwhile rows arrive, some of them replayed days late.
     await insert(300);
