@@ -306,6 +306,12 @@ async function main() {
       // ranges, without which a read of the traces by txid reads those ranges whole. A gateway's
       // tables get both as their ranges fill; a bulk load leaves thousands of ranges to summarize.
       await db.query('VACUUM (ANALYZE) decision_traces, feedback');
+      // And what the retention job does within the hour: the days that are over sealed (the last,
+      // partly filled range of each summarized, which VACUUM leaves).
+      if (ctx) {
+        const sealed = await ctx.retention.sealPartitions(Date.now(), true);
+        log(`sealed ${sealed.summarized.length} days (${sealed.summarized.reduce((n, x) => n + x.ranges, 0)} ranges summarized)`);
+      }
       return performance.now() - t;
     };
     /** 1,000 new traces (250 new sessions of the last minute) and 300 feedback answers: those sessions' and 50 of the previous beat's. */
@@ -334,8 +340,9 @@ async function main() {
       const { AggregationJob } = require(path.join(dist, 'learning', 'aggregation.job.js'));
       const config = readAppConfig(envFor(files.quiet, path.join(tmp, 'data-harness')));
       const app = await NestFactory.createApplicationContext(AppModule.forRoot(config, { pino: createLogger('warn') }), { logger: false });
+      const { RetentionService } = require(path.join(dist, 'retention', 'retention.service.js'));
       const job = app.get(AggregationJob, { strict: false });
-      return { app, job };
+      return { app, job, retention: app.get(RetentionService, { strict: false }) };
     };
     const beat = async (failedAllowed = 0) => {
       for (let failed = 0; ; failed++) {

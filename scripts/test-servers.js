@@ -64,6 +64,10 @@ function pgRunAsync(bin, args) {
  * safe while the server is only ever stopped at the end; a server stopped with `-m immediate`
  * mid-run (the chaos soak) would then lose commits it had already acknowledged.
  */
+/*
+ * PG_EXTRA_OPTS: more `-c name=value` settings for the server, to look into a test or a benchmark
+ * (for example `-c log_min_duration_statement=20`; the log is `log` in the server's temp dir).
+ */
 async function startPostgres({ durableCommits = false } = {}) {
   if (!fs.existsSync(path.join(PG_BIN, 'initdb'))) return { skipped: `no Postgres binaries in ${PG_BIN}` };
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-pg-'));
@@ -72,7 +76,7 @@ async function startPostgres({ durableCommits = false } = {}) {
   if (isRoot) execFileSync('chown', ['-R', 'postgres:postgres', dir]);
   const port = await freePort();
   pgRun('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
-  const opts = `-c listen_addresses=127.0.0.1 -c port=${port} -c unix_socket_directories=${dir} -c fsync=off${durableCommits ? '' : ' -c synchronous_commit=off'} -c full_page_writes=off -c max_connections=200`;
+  const opts = `-c listen_addresses=127.0.0.1 -c port=${port} -c unix_socket_directories=${dir} -c fsync=off${durableCommits ? '' : ' -c synchronous_commit=off'} -c full_page_writes=off -c max_connections=200${process.env.PG_EXTRA_OPTS ? ` ${process.env.PG_EXTRA_OPTS}` : ''}`;
   // The chaos soak stops and starts the same server in place (same port, same data dir), so its
   // clients see an outage of one Postgres rather than a different one.
   // up/down resolve when pg_ctl is done and never block the caller's event loop (the soak keeps

@@ -137,6 +137,38 @@ function retentionSuite(name: string, migrated: () => Promise<{ store: SqlStore;
       expect((await r.job.run()).pruned?.actions).toEqual([]);
     });
 
+    it("seals the days that are over: summarizes the BRIN ranges VACUUM leaves without a summary; never today's", async () => {
+      const r = await rig();
+      r.clock.now = F + 12 * 3_600_000;
+      await r.job.run();
+      const repo = new DecisionTracesRepository(r.store);
+      // More than one range of 128 pages a day: the first range of a partition made empty has its
+      // summary from the index build; the ones after it get theirs once full.
+      for (const day of [F, F + DAY_MS]) {
+        for (let b = 0; b < 9; b++) {
+          await repo.write(Array.from({ length: 1_000 }, (_, i) => trace({ requestId: `r-${day}-${b}-${i}`, sessionId: `s-${b}-${i}`, createdAt: new Date(day + (b * 1_000 + i) * 1_000) })));
+        }
+      }
+      const pages = (await r.store.query<{ n: number }>(`SELECT (pg_relation_size($1) / current_setting('block_size')::int)::int AS n`, [dayPartitionName(F)])).rows[0].n;
+      expect(pages).toBeGreaterThan(128);
+      // VACUUM summarizes full ranges only: the last, partly filled one of each day stays without.
+      await r.store.query('VACUUM decision_traces', []);
+      const summarize = (name: string) => r.store.transaction((tx) => new TracePartitionsRepository(r.store).summarize(tx, name));
+
+      r.clock.now = F + DAY_MS + 12 * 3_600_000;
+      const run = await r.job.run();
+      expect(run.outcome).toBe('done');
+      // Day F is over: its last, partly filled range (of the txid index, at least) got its summary.
+      expect(run.sealed).toEqual({ summarized: [{ name: dayPartitionName(F), ranges: expect.any(Number) }], busy: false });
+      expect(run.sealed!.summarized[0].ranges).toBeGreaterThanOrEqual(1);
+      expect(r.lines.filter((l) => l.topic === 'retention').at(-1)).toMatchObject({ summarized: run.sealed!.summarized });
+      expect(await summarize(dayPartitionName(F))).toBe(0);
+      // Nothing left to seal on the next run.
+      expect((await r.job.run()).sealed).toEqual({ summarized: [], busy: false });
+      // Today's partition was left alone: its last range is still without a summary.
+      expect(await summarize(dayPartitionName(F + DAY_MS))).toBeGreaterThanOrEqual(1);
+    });
+
     it('refuses a --before inside the learning window, and takes one at its start', async () => {
       const r = await rig('learning: { window_days: 14 }\nretention: { traces_days: 60 }');
       const now = F;

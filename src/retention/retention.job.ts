@@ -6,7 +6,7 @@ import { AppLogger } from '../common/logging/logger';
 import { stripUndefined } from '../common/options';
 import { MetricsService } from '../metrics/metrics.service';
 import { StoreFallback } from '../resilience/store-fallback';
-import { EnsureReport, PruneReport, RetentionService } from './retention.service';
+import { EnsureReport, PruneReport, RetentionService, SealReport } from './retention.service';
 
 export class RetentionJobOptions {
   /** How often the job looks; 0 turns the timer off (run() still works). */
@@ -29,11 +29,13 @@ export interface RetentionRun {
   outcome: 'done' | 'skipped' | 'failed';
   partitions?: EnsureReport;
   pruned?: PruneReport;
+  sealed?: SealReport;
 }
 
 /**
  * The retention job (docs/architecture.md "Retention"): a minute after start-up and then hourly, on every
- * replica, it makes the coming days' trace partitions and prunes what is past `retention.*`. An
+ * replica, it makes the coming days' trace partitions, prunes what is past `retention.*`, and seals
+ * the partitions of days that are over (RetentionService.sealPartitions). An
  * advisory lock lets one replica do each step; the others skip it (`skipped`).
  */
 @Injectable()
@@ -91,7 +93,9 @@ export class RetentionJob implements OnApplicationBootstrap, BeforeApplicationSh
       const now = this.now();
       const partitions = await this.retention.ensurePartitions(now, false);
       const pruned = partitions.busy ? undefined : await this.retention.prune({ now, dryRun: false, wait: false });
-      run = { outcome: partitions.busy || pruned?.busy ? 'skipped' : 'done', partitions, pruned };
+      // After the prune: a day about to be dropped needs no sealing.
+      const sealed = partitions.busy || pruned?.busy ? undefined : await this.retention.sealPartitions(now, false);
+      run = { outcome: partitions.busy || pruned?.busy || sealed?.busy ? 'skipped' : 'done', partitions, pruned, sealed };
       this.report(run);
     } catch (err) {
       run = { outcome: 'failed' };
@@ -102,11 +106,12 @@ export class RetentionJob implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   private report(run: RetentionRun): void {
-    const { partitions: p, pruned } = run;
+    const { partitions: p, pruned, sealed } = run;
     const created = p?.created ?? [];
     const adopted = p?.adopted ?? [];
     const actions = pruned?.actions ?? [];
-    if (created.length + adopted.length + actions.length === 0) return;
+    const summarized = sealed?.summarized ?? [];
+    if (created.length + adopted.length + actions.length + summarized.length === 0) return;
     this.log.info(
       {
         topic: 'retention',
@@ -114,8 +119,9 @@ export class RetentionJob implements OnApplicationBootstrap, BeforeApplicationSh
         adopted,
         dropped: actions.filter((a) => a.action === 'drop').map((a) => ({ partition: a.object, rows: a.rows, bytes: a.bytes })),
         deleted: actions.filter((a) => a.action === 'delete').map((a) => ({ table: a.object, rows: a.rows })),
+        summarized,
       },
-      'retention: partitions made, old rows pruned',
+      'retention: partitions made or sealed, old rows pruned',
     );
   }
 }

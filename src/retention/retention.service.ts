@@ -45,6 +45,12 @@ export interface EnsureReport {
   busy: boolean;
 }
 
+export interface SealReport {
+  /** Partitions of days that are over whose BRIN indexes had ranges without a summary, with how many. */
+  summarized: Array<{ name: string; ranges: number }>;
+  busy: boolean;
+}
+
 /** A `--before` that would prune inside the learning window. */
 export class RetentionBoundError extends Error {
   constructor(message: string) {
@@ -117,6 +123,23 @@ export class RetentionService {
       const name = `decision_traces_p${new Date(day).toISOString().slice(0, 10).replace(/-/g, '')}`;
       if (made === 'created') report.created.push(name);
       else if (typeof made === 'object') report.adopted.push({ name, rows: made.adopted });
+    }
+    return report;
+  }
+
+  /**
+   * Seals the partitions of days that are over: summarizes the page ranges their BRIN indexes left
+   * without a summary (TracePartitionsRepository.summarize), so a read by txid or id skips those days
+   * whole. Never today's: its last range is still filling, and a summarized range makes every insert
+   * into it widen the summary.
+   */
+  async sealPartitions(now: number, wait: boolean): Promise<SealReport> {
+    const report: SealReport = { summarized: [], busy: false };
+    for (const p of await this.partitions.list()) {
+      if (p.bound?.kind !== 'range' || p.bound.to === null || p.bound.to > now) continue;
+      const ranges = await this.partitions.locked(wait, (tx) => this.partitions.summarize(tx, p.name));
+      if (ranges === 'busy') return { ...report, busy: true };
+      if (ranges > 0) report.summarized.push({ name: p.name, ranges });
     }
     return report;
   }
