@@ -321,6 +321,7 @@ export class ModelStatsRepository {
       if (!view.complete || view.windowStart === null) return 'done';
       // The change detector takes in what the rollups just took in, in this transaction (exactly once).
       if (p.drift) await this.drift.step(tx, { ...p.drift, weights: p.weights });
+      await this.rollups.syncEpochWindows(tx, view.windowStart);
       await tx.query(CLEAR, []);
       await tx.query(REWRITE, [p.weights.score, p.weights.useful, view.windowStart.toISOString()]);
       return 'done';

@@ -9,6 +9,7 @@ import type { ModelStats } from '../../src/learning/model-stats';
 import { ModelStatsRepository } from '../../src/learning/model-stats.repository';
 import { DRIFT_CUSUM, DriftRepository } from '../../src/learning/drift/drift.repository';
 import { LearningRollups } from '../../src/learning/rollups/learning-rollups';
+import { bucketCeil } from '../../src/learning/rollups/rollup-state';
 import type { SqlExecutor, SqlStore } from '../../src/stores/sql/sql-store';
 import type { AggregationStoreHandle } from './aggregation.contract';
 
@@ -237,5 +238,110 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
         expect(await detectorSamples(sql, 'm-a', 'outcome')).toBe(fedBefore + 1 + expected);
       }
     });
+
+    it('keeps the window since a change point as traces come (rollup_epoch_window): equal to its hours and to the full recompute, rebuilt for a later change, gone once the window passes it', async () => {
+      // Without the detector: the change points are the test's own.
+      const beat = { windowSeconds: BEAT.windowSeconds, weights: WEIGHTS };
+      const trace = (id: string, model: string, ageSeconds: number, latencyMs: number, status = 200) =>
+        sql.query(
+          `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, selected_provider, selected_model, status, latency_ms, created_at)
+           VALUES ($1, 'acme', 'k', $1, 'chat', 'auto', 'p', $2, $3, $4, now() - $5::float8 * interval '1 second')`,
+          [id, model, status, latencyMs, ageSeconds],
+        );
+      const spread = (i: number) => 40 + ((i * 7919) % 1_900);
+      for (let i = 0; i < 120; i++) {
+        await trace(`e-${i}`, 'm-e', 18_000 - i * 150, spread(i), i % 9 === 0 ? 502 : 200);
+        await trace(`f-${i}`, 'm-f', 18_000 - i * 150, spread(i + 3));
+        if (i % 2 === 0) await answer(sql, 'acme', `e-${i}`, i % 11, i % 3 === 0);
+      }
+      await repo.recompute(beat);
+      const epoch = async (model: string, ageSeconds: number) =>
+        sql.query(`INSERT INTO learning_epochs (org_id, provider, model, since, direction, stream) VALUES ('acme', 'p', $1, now() - $2::float8 * interval '1 second', 'drop', 'outcome')`, [
+          model,
+          ageSeconds,
+        ]);
+
+      const agrees = async () => {
+        await expectEpochWindowIsItsHours(sql);
+        const rollups = await repo.loadAll();
+        const { rows: state } = await sql.query<{ window_start: Date | string }>(`SELECT window_start FROM rollup_state WHERE name = 'learning'`, []);
+        await repo.recomputeFromTraces({ windowSeconds: beat.windowSeconds, weights: WEIGHTS, windowStart: new Date(state[0].window_start) });
+        const oracle = await repo.loadAll();
+        const key = (r: ModelStats) => `${r.orgId}/${r.model}`;
+        expect(rollups.map(key).sort()).toEqual(oracle.map(key).sort());
+        for (const o of oracle) {
+          const r = rollups.find((x) => key(x) === key(o))!;
+          expect({ key: key(r), n: r.n, requests: r.requests, success: r.successRate, mean: r.outcomeMean.toFixed(9) }).toEqual({
+            key: key(o),
+            n: o.n,
+            requests: o.requests,
+            success: o.successRate,
+            mean: o.outcomeMean.toFixed(9),
+          });
+          for (const q of ['latencyP50Ms', 'latencyP90Ms', 'latencyP99Ms'] as const) expect(Math.abs(r[q]! - o[q]!)).toBeLessThanOrEqual(0.01 * o[q]!);
+        }
+        // The beat's own table again, for the next steps.
+        await repo.recompute(beat);
+        return rollups;
+      };
+
+      // A change point of m-e two and a half hours ago: its row is built from the hours after it.
+      await epoch('m-e', 9_000);
+      await repo.recompute(beat);
+      expect((await sql.query(`SELECT model FROM rollup_epoch_window`, [])).rows).toEqual([{ model: 'm-e' }]);
+      const first = await agrees();
+      expect(byModel(first, 'acme', 'm-e')!.requests).toBeLessThan(byModel(first, 'acme', 'm-f')!.requests);
+
+      // Traces of this hour, late ones of an hour after the change and of one before it: the row takes in the first two.
+      for (let i = 0; i < 30; i++) {
+        await trace(`now-${i}`, 'm-e', 60 + i, spread(i + 11), i % 7 === 0 ? 500 : 200);
+        await trace(`late-${i}`, 'm-e', 5_400 + i, spread(i + 5));
+        await trace(`early-${i}`, 'm-e', 12_000 + i, 3_000 + i);
+      }
+      await repo.recompute(beat);
+      await agrees();
+
+      // A later change point replaces the row: built again from the hours after it.
+      await epoch('m-e', 2_400);
+      await repo.recompute(beat);
+      const { rows: since } = await sql.query<{ since: Date | string }>(`SELECT since FROM rollup_epoch_window WHERE model = 'm-e'`, []);
+      const { rows: latest } = await sql.query<{ since: Date | string }>(`SELECT max(since) AS since FROM learning_epochs WHERE model = 'm-e'`, []);
+      expect(new Date(since[0].since)).toEqual(new Date(latest[0].since));
+      await agrees();
+
+      // Once the window's start passes the change point, the pair's window is the plain one again.
+      await repo.recompute({ ...beat, at: new Date(Date.now() + beat.windowSeconds * 1000 - 1_800_000) });
+      expect((await sql.query(`SELECT 1 FROM rollup_epoch_window UNION ALL SELECT 1 FROM rollup_epoch_window_latency`, [])).rows).toEqual([]);
+    });
   });
+}
+
+/* Each window since a change point against the hour buckets from the first whole hour at or after it: no row differs. */
+const EPOCH_WINDOW_VS_HOURS = `
+  WITH h AS (
+    SELECT c.org_id, c.provider, c.model, sum(h.requests) AS requests, sum(h.ok) AS ok, sum(h.cost_n) AS cost_n, sum(h.cost_sum) AS cost_sum
+    FROM rollup_epoch_window c
+    JOIN rollup_model_hours h ON h.org_id = c.org_id AND h.provider = c.provider AND h.model = c.model AND h.bucket >= ${bucketCeil('c.since')}
+    GROUP BY 1, 2, 3
+  ),
+  b AS (
+    SELECT c.org_id, c.provider, c.model, u.bin, sum(u.n) AS n, sum(u.total) AS total
+    FROM rollup_epoch_window c
+    JOIN rollup_model_hours h ON h.org_id = c.org_id AND h.provider = c.provider AND h.model = c.model AND h.bucket >= ${bucketCeil('c.since')}
+    CROSS JOIN LATERAL unnest(h.latency_bins, h.latency_n, h.latency_sum) AS u (bin, n, total)
+    GROUP BY 1, 2, 3, 4
+  )
+  SELECT 'scalar' AS what, c.model FROM rollup_epoch_window c
+  LEFT JOIN h ON h.org_id = c.org_id AND h.provider = c.provider AND h.model = c.model
+  WHERE c.requests <> COALESCE(h.requests, 0) OR c.ok <> COALESCE(h.ok, 0) OR c.cost_n <> COALESCE(h.cost_n, 0) OR c.cost_sum <> COALESCE(h.cost_sum, 0)
+  UNION ALL
+  SELECT 'latency bin', COALESCE(l.model, b.model)
+  FROM (SELECT * FROM rollup_epoch_window_latency WHERE n <> 0) l
+  FULL JOIN b ON b.org_id = l.org_id AND b.provider = l.provider AND b.model = l.model AND b.bin = l.bin
+  WHERE l.n IS DISTINCT FROM b.n OR l.total IS DISTINCT FROM b.total
+  UNION ALL
+  SELECT 'count', NULL WHERE (SELECT count(*) FROM rollup_epoch_window) = 0`;
+
+async function expectEpochWindowIsItsHours(sql: SqlExecutor): Promise<void> {
+  expect((await sql.query(EPOCH_WINDOW_VS_HOURS, [])).rows).toEqual([]);
 }

@@ -1,5 +1,5 @@
 import type { SqlExecutor } from '../../stores/sql/sql-store';
-import { bucketCeil, bucketOf } from '../rollups/rollup-state';
+import { bucketOf } from '../rollups/rollup-state';
 import { Alarm, CusumParams, CusumState, initialState, step } from './cusum';
 
 /**
@@ -279,23 +279,18 @@ export class DriftRepository {
  *   w   rollup_window's rows, but for a pair of ep its figures from the change point on: samples
  *       that entered at or after `since` (the buckets after its hour, and the rows of that hour's
  *       bucket that entered after it: rollup_session_pairs holds when each did), requests and latencies
- *       from the first whole hour at or after it (they are kept by hour only);
- *   wl  rollup_window_latency's rows, likewise.
+ *       from the first whole hour at or after it (they are kept by hour only; rollup_epoch_window
+ *       holds their sums, LearningRollups.syncEpochWindows keeps it in line with ep);
+ *   wl  rollup_window_latency's rows, likewise (rollup_epoch_window_latency).
  * `start`: the SQL of the window start (a whole hour). What the full recompute does from the raw rows
  * (model-stats.repository.ts RECOMPUTE) is the same definition.
  */
 export function epochWindowSql(start: string): string {
   const same = (a: string, b: string) => `${a}.org_id = ${b}.org_id AND ${a}.provider = ${b}.provider AND ${a}.model = ${b}.model`;
-  return `
-  ep AS (
-    SELECT DISTINCT ON (org_id, provider, model) org_id, provider, model, since
-    FROM learning_epochs WHERE since > ${start}
-    ORDER BY org_id, provider, model, since DESC
-  ),
+  return `${latestEpochsSql(start)},
   ep_hours AS (
-    SELECT e.org_id, e.provider, e.model, sum(h.requests) AS requests, sum(h.ok) AS ok, sum(h.cost_n) AS cost_n, sum(h.cost_sum) AS cost_sum
-    FROM ep e JOIN rollup_model_hours h ON ${same('h', 'e')} AND h.bucket >= ${bucketCeil('e.since')}
-    GROUP BY 1, 2, 3
+    SELECT c.org_id, c.provider, c.model, c.requests, c.ok, c.cost_n, c.cost_sum
+    FROM ep e JOIN rollup_epoch_window c ON ${same('c', 'e')} AND c.since = e.since
   ),
   ep_samples AS (
     SELECT org_id, provider, model, sum(n) AS n, sum(score_sum) AS score_sum, sum(score_sq_sum) AS score_sq_sum, sum(useful_sum) AS useful_sum,
@@ -333,10 +328,19 @@ export function epochWindowSql(start: string): string {
     FROM rollup_window_latency r
     WHERE r.n > 0 AND NOT EXISTS (SELECT 1 FROM ep e WHERE ${same('e', 'r')})
     UNION ALL
-    SELECT e.org_id, e.provider, e.model, u.bin, sum(u.n), sum(u.total)
+    SELECT c.org_id, c.provider, c.model, c.bin, c.n, c.total
     FROM ep e
-    JOIN rollup_model_hours h ON ${same('h', 'e')} AND h.bucket >= ${bucketCeil('e.since')}
-    CROSS JOIN LATERAL unnest(h.latency_bins, h.latency_n, h.latency_sum) AS u (bin, n, total)
-    GROUP BY 1, 2, 3, 4
+    JOIN rollup_epoch_window_latency c ON ${same('c', 'e')}
+    WHERE c.n > 0
+  )`;
+}
+
+/** SQL CTE `ep`: the latest change point of each pair after `start` (the window's start). */
+export function latestEpochsSql(start: string): string {
+  return `
+  ep AS (
+    SELECT DISTINCT ON (org_id, provider, model) org_id, provider, model, since
+    FROM learning_epochs WHERE since > ${start}
+    ORDER BY org_id, provider, model, since DESC
   )`;
 }

@@ -1,5 +1,5 @@
 import type { SqlExecutor } from '../../stores/sql/sql-store';
-import { DRIFT_STATE_NAME, DriftRepository } from '../drift/drift.repository';
+import { DRIFT_STATE_NAME, DriftRepository, latestEpochsSql } from '../drift/drift.repository';
 import { latencyBinSql } from './latency-histogram';
 import {
   backfill,
@@ -39,6 +39,8 @@ import {
  * moves, the buckets it passes are subtracted from rollup_window and deleted, and contributions that
  * pointed at them are dead (never subtracted again). Traces older than S are not taken in.
  */
+
+const SAME_PAIR = (a: string, b: string) => `${a}.org_id = ${b}.org_id AND ${a}.provider = ${b}.provider AND ${a}.model = ${b}.model`;
 
 /** Beside the txid range, both trace statements keep to the window: created_at ≥ $1 (S). */
 const STEADY_TRACES = `t.txid >= $2::bigint AND t.txid < $3::bigint`;
@@ -121,9 +123,29 @@ const tracesSql = (range: string) => `
     SELECT org_id, provider, model, bin, sum(n), sum(total) FROM lat GROUP BY 1, 2, 3, 4
     ON CONFLICT (org_id, provider, model, bin) DO UPDATE SET n = w.n + EXCLUDED.n, total = w.total + EXCLUDED.total
     RETURNING 1
+  ),
+  -- A pair's window since its change point takes what falls in it too (rollup_epoch_window).
+  ep_win AS (
+    UPDATE rollup_epoch_window c SET requests = c.requests + x.requests, ok = c.ok + x.ok, cost_n = c.cost_n + x.cost_n, cost_sum = c.cost_sum + x.cost_sum
+    FROM (
+      SELECT r.org_id, r.provider, r.model, sum(r.requests) AS requests, sum(r.ok) AS ok, sum(r.cost_n) AS cost_n, sum(r.cost_sum) AS cost_sum
+      FROM req r JOIN rollup_epoch_window e ON ${SAME_PAIR('e', 'r')} AND r.bucket >= ${bucketCeil('e.since')}
+      GROUP BY 1, 2, 3
+    ) x
+    WHERE ${SAME_PAIR('c', 'x')}
+    RETURNING 1
+  ),
+  ep_latency AS (
+    INSERT INTO rollup_epoch_window_latency AS w (org_id, provider, model, bin, n, total)
+    SELECT l.org_id, l.provider, l.model, l.bin, sum(l.n), sum(l.total)
+    FROM lat l JOIN rollup_epoch_window e ON ${SAME_PAIR('e', 'l')} AND l.bucket >= ${bucketCeil('e.since')}
+    GROUP BY 1, 2, 3, 4
+    ON CONFLICT (org_id, provider, model, bin) DO UPDATE SET n = w.n + EXCLUDED.n, total = w.total + EXCLUDED.total
+    RETURNING 1
   )
   SELECT (SELECT count(*) FROM nt)::int AS traces, (SELECT count(*) FROM hours)::int AS buckets,
-         (SELECT count(*) FROM win)::int + (SELECT count(*) FROM win_latency)::int AS window_rows`;
+         (SELECT count(*) FROM win)::int + (SELECT count(*) FROM win_latency)::int AS window_rows,
+         (SELECT count(*) FROM ep_win)::int + (SELECT count(*) FROM ep_latency)::int AS epoch_rows`;
 
 /*
  * Feedback samples. Touched pairs: those with a new successful chat trace (their last trace may
@@ -284,6 +306,48 @@ const SLIDE_SAMPLES = `
   )
   SELECT (SELECT count(*) FROM gone)::int AS buckets, (SELECT count(*) FROM win)::int AS window_rows`;
 
+/*
+ * The windows since a change point (rollup_epoch_window, migration 0014), brought in line with the
+ * latest change point of each pair inside the window [$1, …): a row built for another change point,
+ * or for one the window has passed, goes; a change point without a row gets one, its hours merged
+ * once. From then on the trace statements add to it what falls in it, so the beat's rewrite reads a
+ * row per pair instead of merging the histograms of every hour since the change.
+ */
+const EPOCH_WINDOWS_STALE = `
+  WITH ${latestEpochsSql('$1::timestamptz')},
+  stale AS (
+    DELETE FROM rollup_epoch_window c
+    WHERE NOT EXISTS (SELECT 1 FROM ep e WHERE ${SAME_PAIR('e', 'c')} AND e.since = c.since)
+    RETURNING c.org_id, c.provider, c.model
+  )
+  DELETE FROM rollup_epoch_window_latency l USING stale s WHERE ${SAME_PAIR('l', 's')}`;
+
+const EPOCH_WINDOWS_BUILD = `
+  WITH ${latestEpochsSql('$1::timestamptz')},
+  missing AS (
+    SELECT e.org_id, e.provider, e.model, e.since FROM ep e
+    WHERE NOT EXISTS (SELECT 1 FROM rollup_epoch_window c WHERE ${SAME_PAIR('c', 'e')})
+  ),
+  hours AS MATERIALIZED (
+    SELECT h.org_id, h.provider, h.model, h.requests, h.ok, h.cost_n, h.cost_sum, h.latency_bins, h.latency_n, h.latency_sum
+    FROM missing m JOIN rollup_model_hours h ON ${SAME_PAIR('h', 'm')} AND h.bucket >= ${bucketCeil('m.since')}
+  ),
+  win AS (
+    INSERT INTO rollup_epoch_window (org_id, provider, model, since, requests, ok, cost_n, cost_sum)
+    SELECT m.org_id, m.provider, m.model, m.since, COALESCE(sum(h.requests), 0), COALESCE(sum(h.ok), 0), COALESCE(sum(h.cost_n), 0), COALESCE(sum(h.cost_sum), 0)
+    FROM missing m LEFT JOIN hours h ON ${SAME_PAIR('h', 'm')}
+    GROUP BY m.org_id, m.provider, m.model, m.since
+    RETURNING 1
+  ),
+  latency AS (
+    INSERT INTO rollup_epoch_window_latency (org_id, provider, model, bin, n, total)
+    SELECT h.org_id, h.provider, h.model, u.bin, sum(u.n), sum(u.total)
+    FROM hours h CROSS JOIN LATERAL unnest(h.latency_bins, h.latency_n, h.latency_sum) AS u (bin, n, total)
+    GROUP BY 1, 2, 3, 4
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM win)::int AS pairs, (SELECT count(*) FROM latency)::int AS bins`;
+
 /* Pairs whose every successful trace left the window contribute nothing any more. */
 const PRUNE_PAIRS = `DELETE FROM rollup_session_pairs WHERE last_trace_at < $1::timestamptz`;
 const PRUNE_WINDOW = `DELETE FROM rollup_window WHERE requests = 0 AND n = 0`;
@@ -294,7 +358,8 @@ const PRUNE_WINDOW_LATENCY = `DELETE FROM rollup_window_latency WHERE n = 0`;
  * of millions of rows would outlast the statement timeout). It locks the tables until the beat
  * commits, but only a holder of the rollups' lock reads them.
  */
-const CLEAR = 'TRUNCATE rollup_model_hours, rollup_sample_hours, rollup_session_pairs, rollup_window, rollup_window_latency';
+const CLEAR =
+  'TRUNCATE rollup_model_hours, rollup_sample_hours, rollup_session_pairs, rollup_window, rollup_window_latency, rollup_epoch_window, rollup_epoch_window_latency';
 /*
  * The tables a backfill fills from empty. Until their planner statistics catch up they still read
  * as empty, and then the lookup of a session's pair (SAMPLES_*, by primary key) may be planned on
@@ -395,6 +460,17 @@ export class LearningRollups {
     }
     await writeState(tx, 'learning', state);
     return { windowStart: state.windowStart, complete: state.backfillTxid === null };
+  }
+
+  /**
+   * Brings the windows since a change point in line with learning_epochs (EPOCH_WINDOWS_*): after the
+   * change detector's step, before the rollups are read with the change points (epochWindowSql).
+   * Inside the caller's transaction, holding the lock catchUp took; the rollups must be complete.
+   */
+  async syncEpochWindows(tx: SqlExecutor, windowStart: Date): Promise<void> {
+    const p = [windowStart.toISOString()];
+    await tx.query(EPOCH_WINDOWS_STALE, p);
+    await tx.query(EPOCH_WINDOWS_BUILD, p);
   }
 
   private async slide(tx: SqlExecutor, start: Date): Promise<void> {
