@@ -383,7 +383,7 @@ async function main() {
           backfillBeats++;
           // Done when the backfill is, and the change detector has taken in the samples it found
           // (a step takes at most 20,000; the first after the first backfill finds the window's).
-          const st = await db.query(`SELECT backfill_txid IS NULL AND NOT EXISTS (SELECT 1 FROM rollup_session_pairs WHERE NOT drift_fed AND score IS NOT NULL) AS done FROM rollup_state WHERE name = 'learning'`);
+          const st = await db.query(`SELECT backfill_txid IS NULL AND NOT EXISTS (SELECT 1 FROM drift_queue) AS done FROM rollup_state WHERE name = 'learning'`);
           if (st.rows[0]?.done) break;
         }
         const catchUp = performance.now() - backfillStart;

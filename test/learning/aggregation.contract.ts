@@ -24,7 +24,7 @@ const DAY_HOURS = 24;
 const HOUR_MS = 3_600_000;
 
 /** Every table the figures are derived into: emptied before each test with the sources. */
-export const DERIVED_TABLES = 'model_stats, rollup_state, rollup_model_hours, rollup_sample_hours, rollup_session_pairs, rollup_window, rollup_window_latency, rollup_epoch_window, rollup_epoch_window_latency';
+export const DERIVED_TABLES = 'model_stats, rollup_state, rollup_model_hours, rollup_sample_hours, rollup_session_pairs, rollup_window, rollup_window_latency, rollup_epoch_window, rollup_epoch_window_latency, drift_queue';
 
 interface Engine {
   name: string;

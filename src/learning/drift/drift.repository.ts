@@ -11,9 +11,9 @@ import { Alarm, CusumParams, CusumState, initialState, step } from './cusum';
  *   outcome  one sample per (session, pair) when the session's first answer and a successful chat
  *            trace of the pair both exist: y = w_s·(score/10) + w_u·useful, the learning outcome. A
  *            later change of the answer does not feed it again (it would count the session twice);
- *            the rollups' statistics still follow the answer as it stands. The samples are the
- *            rollup_session_pairs rows that have a sample and are not marked `drift_fed`; they are
- *            marked in the same statement that reads them. Their order: when each entered
+ *            the rollups' statistics still follow the answer as it stands. The samples wait in
+ *            drift_queue, where the rollups put each when it first exists; a step takes them off it
+ *            in the statement that reads them. Their order: when each entered
  *            (the earlier of the pair's last trace and the answer, as the rollups' buckets), then
  *            session id.
  *   auto     one sample per request (decision trace naming the pair, or a failed attempt naming
@@ -22,7 +22,7 @@ import { Alarm, CusumParams, CusumState, initialState, step } from './cusum';
  *            rollup txid_done), in txid order: those the rollups took in since the detector's last
  *            step (rollup-state.ts says why a txid range misses no committed row).
  *
- * Everything is written in the beat's transaction (the test states, the watermark, the marks, the
+ * Everything is written in the beat's transaction (the test states, the watermark, the queue, the
  * change points, the regressions): a beat that fails adds nothing, and one that commits has taken
  * each sample in exactly once, on whichever replica ran it.
  *
@@ -90,31 +90,36 @@ const REQUESTS = `
   ) x
   ORDER BY txid, created_at, id, k`;
 
-/* The samples not yet fed, marked fed in the same statement. */
 /*
- * The next samples, at most $1 of them (the oldest traces first), marked fed in the statement that
- * reads them. Bounded because the first step after the rollups' first backfill finds the whole
- * window's answered sessions waiting (about 90,000 at a million traces: one UPDATE of them all ran
- * past the statement timeout); the rest wait for the next beats. The rows are picked by walking the
- * partial index of unfed samples, keyed in this order (migration 0013), and updated by their ctid
- * (the same snapshot), never by a join that could be planned as a scan of the table.
+ * The next samples, at most $1 of them (the oldest traces first), taken off the detector's queue
+ * (drift_queue, where the rollups put each sample when it first exists) in the statement that reads
+ * them. Bounded because the first step after the rollups' first backfill finds the whole window's
+ * answered sessions waiting (about 90,000 at a million traces: one statement of them all ran past
+ * the statement timeout); the rest wait for the next beats. The rows are picked by walking the
+ * queue's index in that order and deleted by their ctid (the same snapshot). The sample is the pair
+ * as it stands (a pair the window has dropped since is no sample any more).
  */
 const NEW_SAMPLES = `
   WITH next AS (
-    SELECT ctid FROM rollup_session_pairs
-    WHERE NOT drift_fed AND score IS NOT NULL
+    SELECT ctid FROM drift_queue
     ORDER BY last_trace_at, session_id, provider, model
     LIMIT $1
   ),
   fed AS (
-    UPDATE rollup_session_pairs p SET drift_fed = true
-    WHERE p.ctid = ANY (ARRAY(SELECT ctid FROM next)) AND NOT p.drift_fed AND p.score IS NOT NULL
-    RETURNING p.org_id, p.session_id, p.provider, p.model, p.score, p.useful, p.last_trace_at
+    DELETE FROM drift_queue q
+    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM next))
+    RETURNING q.org_id, q.session_id, q.provider, q.model
   )
-  SELECT fed.org_id, fed.session_id, fed.provider, fed.model, fed.score, fed.useful,
-         LEAST(fed.last_trace_at, COALESCE(f.updated_at, fed.last_trace_at)) AS entered
-  FROM fed LEFT JOIN feedback f ON f.org_id = fed.org_id AND f.session_id = fed.session_id
-  ORDER BY entered, fed.session_id, fed.provider, fed.model`;
+  SELECT p.org_id, p.session_id, p.provider, p.model, p.score, p.useful,
+         LEAST(p.last_trace_at, COALESCE(f.updated_at, p.last_trace_at)) AS entered
+  FROM fed
+  JOIN LATERAL (
+    SELECT p.org_id, p.session_id, p.provider, p.model, p.score, p.useful, p.last_trace_at FROM rollup_session_pairs p
+    WHERE p.org_id = fed.org_id AND p.session_id = fed.session_id AND p.provider = fed.provider AND p.model = fed.model AND p.score IS NOT NULL
+    OFFSET 0
+  ) p ON true
+  LEFT JOIN feedback f ON f.org_id = p.org_id AND f.session_id = p.session_id
+  ORDER BY entered, p.session_id, p.provider, p.model`;
 
 const LOAD_DETECTORS = `
   SELECT org_id, provider, model, stream, state, org_requests_at::text AS org_requests_at, last_sample_at

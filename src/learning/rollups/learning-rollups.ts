@@ -155,12 +155,14 @@ const tracesSql = (range: string) => `
  * lateral subqueries, fenced by OFFSET 0 so the planner keeps them so): a hash join would read those
  * tables whole, a cost that grows with the window's sessions.
  *
- * `historyFed`: what a new pair row's `drift_fed` is. Once the change detector has run (it has a
- * state row), a backfill is a rebuild of what it has already seen: a sample the backfill finds is
- * marked fed, so the detector, whose tests carry on across a rebuild, does not take the window's
- * sessions in a second time. A pair the backfill finds without an answer is fed when its answer
- * comes, as any new sample is. The first backfill of all (before the detector's first step) feeds it
- * the window's samples: its reference.
+ * A sample that exists for the first time (a pair with an answer, not `drift_fed`) goes to the
+ * change detector's queue (drift_queue, migration 0015) and its pair is marked `drift_fed`: queued
+ * once, whatever the answer does later. `historyFed`: whether a new pair row counts as fed already.
+ * Once the change detector has run (it has a state row), a backfill is a rebuild of what it has
+ * already seen: a sample the backfill finds is not queued, so the detector, whose tests carry on
+ * across a rebuild, does not take the window's sessions in a second time. A pair the backfill finds
+ * without an answer is queued when its answer comes, as any new sample is. The first backfill of all
+ * (before the detector's first step) queues the window's samples: its reference.
  */
 const samplesSql = (traceRange: string, feedbackRange: string, historyFed: string) => `
   WITH nt AS (
@@ -187,11 +189,11 @@ const samplesSql = (traceRange: string, feedbackRange: string, historyFed: strin
   ),
   cur AS (
     SELECT k.org_id, k.session_id, k.provider, k.model, GREATEST(p.last_trace_at, k.last) AS last_trace_at,
-           p.score AS old_score, p.useful AS old_useful, p.bucket AS old_bucket, p.feedback_bucket AS old_feedback_bucket,
+           p.score AS old_score, p.useful AS old_useful, p.bucket AS old_bucket, p.feedback_bucket AS old_feedback_bucket, p.drift_fed AS old_fed,
            f.score, f.useful, f.updated_at
     FROM touched k
     LEFT JOIN LATERAL (
-      SELECT p.last_trace_at, p.score, p.useful, p.bucket, p.feedback_bucket FROM rollup_session_pairs p
+      SELECT p.last_trace_at, p.score, p.useful, p.bucket, p.feedback_bucket, p.drift_fed FROM rollup_session_pairs p
       WHERE p.org_id = k.org_id AND p.session_id = k.session_id AND p.provider = k.provider AND p.model = k.model OFFSET 0
     ) p ON true
     LEFT JOIN LATERAL (
@@ -199,17 +201,27 @@ const samplesSql = (traceRange: string, feedbackRange: string, historyFed: strin
     ) f ON true
   ),
   calc AS (
-    SELECT cur.*,
-           CASE WHEN score IS NOT NULL THEN ${bucketOf('LEAST(last_trace_at, updated_at)')} END AS bucket,
-           CASE WHEN score IS NOT NULL THEN ${bucketOf('updated_at')} END AS feedback_bucket
-    FROM cur
+    SELECT c.*, c.score IS NOT NULL AND NOT c.fed_before AS queue
+    FROM (
+      SELECT cur.*,
+             CASE WHEN score IS NOT NULL THEN ${bucketOf('LEAST(last_trace_at, updated_at)')} END AS bucket,
+             CASE WHEN score IS NOT NULL THEN ${bucketOf('updated_at')} END AS feedback_bucket,
+             COALESCE(old_fed, ${historyFed}) AS fed_before
+      FROM cur
+    ) c
   ),
   pairs AS (
     INSERT INTO rollup_session_pairs AS p (org_id, session_id, provider, model, last_trace_at, score, useful, bucket, feedback_bucket, drift_fed)
-    SELECT org_id, session_id, provider, model, last_trace_at, score, useful, bucket, feedback_bucket, ${historyFed} FROM calc
+    SELECT org_id, session_id, provider, model, last_trace_at, score, useful, bucket, feedback_bucket, fed_before OR queue FROM calc
     ON CONFLICT (org_id, session_id, provider, model) DO UPDATE SET
       last_trace_at = EXCLUDED.last_trace_at, score = EXCLUDED.score, useful = EXCLUDED.useful,
-      bucket = EXCLUDED.bucket, feedback_bucket = EXCLUDED.feedback_bucket
+      bucket = EXCLUDED.bucket, feedback_bucket = EXCLUDED.feedback_bucket, drift_fed = EXCLUDED.drift_fed
+    RETURNING 1
+  ),
+  queued AS (
+    INSERT INTO drift_queue (org_id, session_id, provider, model, last_trace_at)
+    SELECT org_id, session_id, provider, model, last_trace_at FROM calc WHERE queue
+    ON CONFLICT (org_id, session_id, provider, model) DO NOTHING
     RETURNING 1
   ),
   delta AS (
@@ -251,7 +263,8 @@ const samplesSql = (traceRange: string, feedbackRange: string, historyFed: strin
       nps_promoters = w.nps_promoters + EXCLUDED.nps_promoters
     RETURNING 1
   )
-  SELECT (SELECT count(*) FROM pairs)::int AS pairs, (SELECT count(*) FROM buckets)::int AS buckets, (SELECT count(*) FROM win)::int AS window_rows`;
+  SELECT (SELECT count(*) FROM pairs)::int AS pairs, (SELECT count(*) FROM buckets)::int AS buckets, (SELECT count(*) FROM win)::int AS window_rows,
+         (SELECT count(*) FROM queued)::int AS queued`;
 
 const TRACES_STEADY = tracesSql(STEADY_TRACES);
 const TRACES_BACKFILL = tracesSql(BACKFILL_TRACES);
@@ -359,7 +372,7 @@ const PRUNE_WINDOW_LATENCY = `DELETE FROM rollup_window_latency WHERE n = 0`;
  * commits, but only a holder of the rollups' lock reads them.
  */
 const CLEAR =
-  'TRUNCATE rollup_model_hours, rollup_sample_hours, rollup_session_pairs, rollup_window, rollup_window_latency, rollup_epoch_window, rollup_epoch_window_latency';
+  'TRUNCATE rollup_model_hours, rollup_sample_hours, rollup_session_pairs, rollup_window, rollup_window_latency, rollup_epoch_window, rollup_epoch_window_latency, drift_queue';
 /*
  * The tables a backfill fills from empty. Until their planner statistics catch up they still read
  * as empty, and then the lookup of a session's pair (SAMPLES_*, by primary key) may be planned on
