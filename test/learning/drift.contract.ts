@@ -19,12 +19,17 @@ const BEAT = { windowSeconds: 30 * 86_400, weights: WEIGHTS, drift: { latencyTar
 let seq = 0;
 /** One successful chat trace of `model` for `session`, `ageSeconds` ago, and its answer (now). */
 async function session(sql: SqlExecutor, org: string, id: string, model: string, ageSeconds: number, score: number, useful: boolean): Promise<void> {
+  await chatTrace(sql, org, id, model, ageSeconds);
+  await answer(sql, org, id, score, useful);
+}
+
+/** One chat trace of `model` (provider p) for session `id`, `ageSeconds` ago. */
+async function chatTrace(sql: SqlExecutor, org: string, id: string, model: string, ageSeconds: number, latencyMs = 500, status = 200): Promise<void> {
   await sql.query(
     `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, selected_provider, selected_model, status, latency_ms, created_at)
-     VALUES ($1, $2, 'k', $3, 'chat', 'auto', 'p', $4, 200, 500, now() - $5::float8 * interval '1 second')`,
-    [`req-${seq++}`, org, id, model, ageSeconds],
+     VALUES ($1, $2, 'k', $3, 'chat', 'auto', 'p', $4, $5, $6, now() - $7::float8 * interval '1 second')`,
+    [`req-${seq++}`, org, id, model, status, latencyMs, ageSeconds],
   );
-  await answer(sql, org, id, score, useful);
 }
 
 async function answer(sql: SqlExecutor, org: string, id: string, score: number, useful: boolean): Promise<void> {
@@ -242,12 +247,7 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
     it('keeps the window since a change point as traces come (rollup_epoch_window): equal to its hours and to the full recompute, rebuilt for a later change, gone once the window passes it', async () => {
       // Without the detector: the change points are the test's own.
       const beat = { windowSeconds: BEAT.windowSeconds, weights: WEIGHTS };
-      const trace = (id: string, model: string, ageSeconds: number, latencyMs: number, status = 200) =>
-        sql.query(
-          `INSERT INTO decision_traces (request_id, org_id, api_key_id, session_id, endpoint, requested_model, selected_provider, selected_model, status, latency_ms, created_at)
-           VALUES ($1, 'acme', 'k', $1, 'chat', 'auto', 'p', $2, $3, $4, now() - $5::float8 * interval '1 second')`,
-          [id, model, status, latencyMs, ageSeconds],
-        );
+      const trace = (id: string, model: string, ageSeconds: number, latencyMs: number, status = 200) => chatTrace(sql, 'acme', id, model, ageSeconds, latencyMs, status);
       const spread = (i: number) => 40 + ((i * 7919) % 1_900);
       for (let i = 0; i < 120; i++) {
         await trace(`e-${i}`, 'm-e', 18_000 - i * 150, spread(i), i % 9 === 0 ? 502 : 200);

@@ -1,5 +1,5 @@
 import type { SqlExecutor } from '../../stores/sql/sql-store';
-import { bucketOf } from '../rollups/rollup-state';
+import { bucketOf, samePair } from '../rollups/rollup-state';
 import { Alarm, CusumParams, CusumState, initialState, step } from './cusum';
 
 /**
@@ -291,11 +291,10 @@ export class DriftRepository {
  * (model-stats.repository.ts RECOMPUTE) is the same definition.
  */
 export function epochWindowSql(start: string): string {
-  const same = (a: string, b: string) => `${a}.org_id = ${b}.org_id AND ${a}.provider = ${b}.provider AND ${a}.model = ${b}.model`;
   return `${latestEpochsSql(start)},
   ep_hours AS (
     SELECT c.org_id, c.provider, c.model, c.requests, c.ok, c.cost_n, c.cost_sum
-    FROM ep e JOIN rollup_epoch_window c ON ${same('c', 'e')} AND c.since = e.since
+    FROM ep e JOIN rollup_epoch_window c ON ${samePair('c', 'e')} AND c.since = e.since
   ),
   ep_samples AS (
     SELECT org_id, provider, model, sum(n) AS n, sum(score_sum) AS score_sum, sum(score_sq_sum) AS score_sq_sum, sum(useful_sum) AS useful_sum,
@@ -303,12 +302,12 @@ export function epochWindowSql(start: string): string {
            sum(nps_promoters) AS nps_promoters
     FROM (
       SELECT e.org_id, e.provider, e.model, s.n, s.score_sum, s.score_sq_sum, s.useful_sum, s.score_useful_sum, s.nps_detractors, s.nps_passives, s.nps_promoters
-      FROM ep e JOIN rollup_sample_hours s ON ${same('s', 'e')} AND s.bucket > ${bucketOf('e.since')}
+      FROM ep e JOIN rollup_sample_hours s ON ${samePair('s', 'e')} AND s.bucket > ${bucketOf('e.since')}
       UNION ALL
       SELECT e.org_id, e.provider, e.model, 1, p.score, p.score * p.score, p.useful::int, p.score * p.useful::int,
              (p.score <= 6)::int, (p.score BETWEEN 7 AND 8)::int, (p.score >= 9)::int
       FROM ep e
-      JOIN rollup_session_pairs p ON ${same('p', 'e')} AND p.bucket = ${bucketOf('e.since')} AND p.score IS NOT NULL
+      JOIN rollup_session_pairs p ON ${samePair('p', 'e')} AND p.bucket = ${bucketOf('e.since')} AND p.score IS NOT NULL
       JOIN feedback f ON f.org_id = p.org_id AND f.session_id = p.session_id
       WHERE LEAST(p.last_trace_at, f.updated_at) >= e.since
     ) x
@@ -318,24 +317,24 @@ export function epochWindowSql(start: string): string {
     SELECT r.org_id, r.provider, r.model, r.requests, r.ok, r.cost_n, r.cost_sum, r.n, r.score_sum, r.score_sq_sum, r.useful_sum, r.score_useful_sum,
            r.nps_detractors, r.nps_passives, r.nps_promoters
     FROM rollup_window r
-    WHERE r.requests > 0 AND NOT EXISTS (SELECT 1 FROM ep e WHERE ${same('e', 'r')})
+    WHERE r.requests > 0 AND NOT EXISTS (SELECT 1 FROM ep e WHERE ${samePair('e', 'r')})
     UNION ALL
     SELECT e.org_id, e.provider, e.model, COALESCE(h.requests, 0), COALESCE(h.ok, 0), COALESCE(h.cost_n, 0), COALESCE(h.cost_sum, 0),
            COALESCE(s.n, 0), COALESCE(s.score_sum, 0), COALESCE(s.score_sq_sum, 0), COALESCE(s.useful_sum, 0), COALESCE(s.score_useful_sum, 0),
            COALESCE(s.nps_detractors, 0), COALESCE(s.nps_passives, 0), COALESCE(s.nps_promoters, 0)
     FROM ep e
-    LEFT JOIN ep_hours h ON ${same('h', 'e')}
-    LEFT JOIN ep_samples s ON ${same('s', 'e')}
+    LEFT JOIN ep_hours h ON ${samePair('h', 'e')}
+    LEFT JOIN ep_samples s ON ${samePair('s', 'e')}
     WHERE COALESCE(h.requests, 0) > 0 OR COALESCE(s.n, 0) > 0
   ),
   wl AS (
     SELECT r.org_id, r.provider, r.model, r.bin, r.n, r.total
     FROM rollup_window_latency r
-    WHERE r.n > 0 AND NOT EXISTS (SELECT 1 FROM ep e WHERE ${same('e', 'r')})
+    WHERE r.n > 0 AND NOT EXISTS (SELECT 1 FROM ep e WHERE ${samePair('e', 'r')})
     UNION ALL
     SELECT c.org_id, c.provider, c.model, c.bin, c.n, c.total
     FROM ep e
-    JOIN rollup_epoch_window_latency c ON ${same('c', 'e')}
+    JOIN rollup_epoch_window_latency c ON ${samePair('c', 'e')}
     WHERE c.n > 0
   )`;
 }

@@ -9,6 +9,7 @@ import {
   maxTxid,
   readState,
   RollupState,
+  samePair,
   lock,
   writeState,
 } from './rollup-state';
@@ -39,8 +40,6 @@ import {
  * moves, the buckets it passes are subtracted from rollup_window and deleted, and contributions that
  * pointed at them are dead (never subtracted again). Traces older than S are not taken in.
  */
-
-const SAME_PAIR = (a: string, b: string) => `${a}.org_id = ${b}.org_id AND ${a}.provider = ${b}.provider AND ${a}.model = ${b}.model`;
 
 /** Beside the txid range, both trace statements keep to the window: created_at ≥ $1 (S). */
 const STEADY_TRACES = `t.txid >= $2::bigint AND t.txid < $3::bigint`;
@@ -129,16 +128,16 @@ const tracesSql = (range: string) => `
     UPDATE rollup_epoch_window c SET requests = c.requests + x.requests, ok = c.ok + x.ok, cost_n = c.cost_n + x.cost_n, cost_sum = c.cost_sum + x.cost_sum
     FROM (
       SELECT r.org_id, r.provider, r.model, sum(r.requests) AS requests, sum(r.ok) AS ok, sum(r.cost_n) AS cost_n, sum(r.cost_sum) AS cost_sum
-      FROM req r JOIN rollup_epoch_window e ON ${SAME_PAIR('e', 'r')} AND r.bucket >= ${bucketCeil('e.since')}
+      FROM req r JOIN rollup_epoch_window e ON ${samePair('e', 'r')} AND r.bucket >= ${bucketCeil('e.since')}
       GROUP BY 1, 2, 3
     ) x
-    WHERE ${SAME_PAIR('c', 'x')}
+    WHERE ${samePair('c', 'x')}
     RETURNING 1
   ),
   ep_latency AS (
     INSERT INTO rollup_epoch_window_latency AS w (org_id, provider, model, bin, n, total)
     SELECT l.org_id, l.provider, l.model, l.bin, sum(l.n), sum(l.total)
-    FROM lat l JOIN rollup_epoch_window e ON ${SAME_PAIR('e', 'l')} AND l.bucket >= ${bucketCeil('e.since')}
+    FROM lat l JOIN rollup_epoch_window e ON ${samePair('e', 'l')} AND l.bucket >= ${bucketCeil('e.since')}
     GROUP BY 1, 2, 3, 4
     ON CONFLICT (org_id, provider, model, bin) DO UPDATE SET n = w.n + EXCLUDED.n, total = w.total + EXCLUDED.total
     RETURNING 1
@@ -330,25 +329,25 @@ const EPOCH_WINDOWS_STALE = `
   WITH ${latestEpochsSql('$1::timestamptz')},
   stale AS (
     DELETE FROM rollup_epoch_window c
-    WHERE NOT EXISTS (SELECT 1 FROM ep e WHERE ${SAME_PAIR('e', 'c')} AND e.since = c.since)
+    WHERE NOT EXISTS (SELECT 1 FROM ep e WHERE ${samePair('e', 'c')} AND e.since = c.since)
     RETURNING c.org_id, c.provider, c.model
   )
-  DELETE FROM rollup_epoch_window_latency l USING stale s WHERE ${SAME_PAIR('l', 's')}`;
+  DELETE FROM rollup_epoch_window_latency l USING stale s WHERE ${samePair('l', 's')}`;
 
 const EPOCH_WINDOWS_BUILD = `
   WITH ${latestEpochsSql('$1::timestamptz')},
   missing AS (
     SELECT e.org_id, e.provider, e.model, e.since FROM ep e
-    WHERE NOT EXISTS (SELECT 1 FROM rollup_epoch_window c WHERE ${SAME_PAIR('c', 'e')})
+    WHERE NOT EXISTS (SELECT 1 FROM rollup_epoch_window c WHERE ${samePair('c', 'e')})
   ),
   hours AS MATERIALIZED (
     SELECT h.org_id, h.provider, h.model, h.requests, h.ok, h.cost_n, h.cost_sum, h.latency_bins, h.latency_n, h.latency_sum
-    FROM missing m JOIN rollup_model_hours h ON ${SAME_PAIR('h', 'm')} AND h.bucket >= ${bucketCeil('m.since')}
+    FROM missing m JOIN rollup_model_hours h ON ${samePair('h', 'm')} AND h.bucket >= ${bucketCeil('m.since')}
   ),
   win AS (
     INSERT INTO rollup_epoch_window (org_id, provider, model, since, requests, ok, cost_n, cost_sum)
     SELECT m.org_id, m.provider, m.model, m.since, COALESCE(sum(h.requests), 0), COALESCE(sum(h.ok), 0), COALESCE(sum(h.cost_n), 0), COALESCE(sum(h.cost_sum), 0)
-    FROM missing m LEFT JOIN hours h ON ${SAME_PAIR('h', 'm')}
+    FROM missing m LEFT JOIN hours h ON ${samePair('h', 'm')}
     GROUP BY m.org_id, m.provider, m.model, m.since
     RETURNING 1
   ),

@@ -51,6 +51,9 @@ export const bucketOf = (ts: string): string => `date_bin(${BUCKET_SQL}, ${ts}, 
 /** SQL: the first bucket boundary at or after a timestamptz expression. */
 export const bucketCeil = (ts: string): string => `date_bin(${BUCKET_SQL}, ${ts} + ${BUCKET_SQL} - interval '1 microsecond', ${BUCKET_ORIGIN_SQL})`;
 
+/** SQL: rows `a` and `b` are of the same (org_id, provider, model). */
+export const samePair = (a: string, b: string): string => `${a}.org_id = ${b}.org_id AND ${a}.provider = ${b}.provider AND ${a}.model = ${b}.model`;
+
 interface StateRow {
   txid_done: string | null;
   backfill_txid: string | null;

@@ -18,12 +18,5 @@ CREATE TABLE rollup_epoch_window (
   PRIMARY KEY (org_id, provider, model)
 );
 
-CREATE TABLE rollup_epoch_window_latency (
-  org_id   text NOT NULL,
-  provider text NOT NULL,
-  model    text NOT NULL,
-  bin      integer NOT NULL,
-  n        bigint NOT NULL DEFAULT 0,
-  total    numeric NOT NULL DEFAULT 0,
-  PRIMARY KEY (org_id, provider, model, bin)
-);
+-- Its latency histogram: rollup_window_latency's columns and key.
+CREATE TABLE rollup_epoch_window_latency (LIKE rollup_window_latency INCLUDING ALL);
