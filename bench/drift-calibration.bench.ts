@@ -14,7 +14,8 @@
  * DRIFT_CAL_RUNS (default 100) streams of DRIFT_CAL_SAMPLES (default 20,000) per case; DRIFT_CAL_GRID
  * (k:h pairs), DRIFT_CAL_WARMUP (default 20) and DRIFT_CAL_ZCLAMP (default 3) for the other parameters.
  */
-import { CusumParams, initialState, step } from '../src/learning/drift/cusum';
+import { CusumParams, hold, initialState, step } from '../src/learning/drift/cusum';
+import { DRIFT_CUSUM } from '../src/learning/drift/drift.repository';
 import { mulberry32 } from '../src/routing/strategies/random';
 
 const RUNS = Number(process.env.DRIFT_CAL_RUNS ?? 100);
@@ -61,14 +62,21 @@ function falseAlarms(src: (r: () => number) => number, p: CusumParams, seed: num
   return (alarms / (RUNS * SAMPLES)) * 10_000;
 }
 
-function delays(before: (r: () => number) => number, after: (r: () => number) => number, p: CusumParams, seed: number): number[] {
+/**
+ * Samples from the change to the alarm, per stream. The change comes after 300–599 samples, or
+ * (`starved`) after 5–10: a model routing stopped serving early, whose few samples are all the
+ * reference it has when its re-tries show the rise; its samples resume after a gap, so the beat
+ * holds its reference (cusum.ts).
+ */
+function delays(before: (r: () => number) => number, after: (r: () => number) => number, p: CusumParams, seed: number, starved = false, gap = starved): number[] {
   const out: number[] = [];
   for (let run = 0; run < RUNS; run++) {
     const r = mulberry32(seed * 104729 + run);
     const s = initialState();
-    const changeAt = 300 + Math.floor(r() * 300);
+    const changeAt = starved ? 5 + Math.floor(r() * 6) : 300 + Math.floor(r() * 300);
     let i = 0;
     for (; i < changeAt; i++) step(s, before(r), i, p);
+    if (gap) hold(s);
     let found = Infinity;
     for (; i < changeAt + 2_000; i++) {
       const a = step(s, after(r), i, p);
@@ -90,12 +98,35 @@ test(
     const grid = (process.env.DRIFT_CAL_GRID ?? '0.25:20,0.25:25,0.25:30,0.5:12,0.5:14').split(',').map((x) => x.split(':').map(Number));
     const lines: string[] = [];
     for (const [k, h] of grid) {
-      const p: CusumParams = { k, h, warmup: Number(process.env.DRIFT_CAL_WARMUP ?? 20), zClamp: Number(process.env.DRIFT_CAL_ZCLAMP ?? 3), sdFloor: 0.05, memory: 2_000 };
+      const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+      const p: CusumParams = {
+        ...DRIFT_CUSUM,
+        k,
+        h,
+        warmup: env('DRIFT_CAL_WARMUP', DRIFT_CUSUM.warmup),
+        zClamp: env('DRIFT_CAL_ZCLAMP', DRIFT_CUSUM.zClamp),
+        kHeld: env('DRIFT_CAL_KHELD', DRIFT_CUSUM.kHeld),
+        hHeld: env('DRIFT_CAL_HHELD', DRIFT_CUSUM.hHeld),
+        holdEnd: env('DRIFT_CAL_HOLD_END', DRIFT_CUSUM.holdEnd),
+        holdMargin: env('DRIFT_CAL_HOLD_MARGIN', DRIFT_CUSUM.holdMargin),
+        holdMax: env('DRIFT_CAL_HOLD_MAX', DRIFT_CUSUM.holdMax),
+        priorSd: env('DRIFT_CAL_PRIOR_SD', DRIFT_CUSUM.priorSd),
+        priorDf: env('DRIFT_CAL_PRIOR_DF', DRIFT_CUSUM.priorDf),
+      };
       const fa = NULL_CASES.map(([name, src], i) => `${name}: ${falseAlarms(src, p, i + 1).toFixed(2)}`);
       const dl = CHANGE_CASES.map(([name, b, a], i) => {
         const d = delays(b, a, p, i + 1);
         return `${name}: median ${q(d, 0.5)}, p90 ${q(d, 0.9)}`;
       });
+      const [name, b, a] = CHANGE_CASES[2];
+      const starved = delays(b, a, p, 3, true);
+      dl.push(`${name} after 5–10 samples (starved): median ${q(starved, 0.5)}, p75 ${q(starved, 0.75)}, p90 ${q(starved, 0.9)}`);
+      // The same held reference with no change after it: a false alarm of a starved model's re-tries.
+      const early = delays(b, a, p, 5, true, false);
+      dl.push(`${name} after 5–10 samples, served again without a gap: median ${q(early, 0.5)}, p75 ${q(early, 0.75)}, p90 ${q(early, 0.9)}`);
+      const unchanged = delays(b, b, p, 4, true);
+      const within = (m: number) => unchanged.filter((d) => d <= m).length;
+      fa.push(`legacy-7b held after 5–10 samples, unchanged: ${within(100)} / ${within(2_000)} of ${RUNS} streams alarm within 100 / 2,000 samples`);
       lines.push(`k ${k}, h ${h}\n  false alarms per 10,000 samples: ${fa.join('; ')}\n  samples to detect: ${dl.join('; ')}`);
       process.stdout.write(lines[lines.length - 1] + '\n');
     }

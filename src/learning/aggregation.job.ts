@@ -92,7 +92,11 @@ export class AggregationJob implements OnApplicationBootstrap, BeforeApplication
     try {
       const started = Date.now();
       // The change detector runs in the same beat, on what it takes in (README "Drift: change detection").
-      const drift = { latencyTargetMs: this.config.gateway.routing.latency_target_ms };
+      const { latency_target_ms, retry_starved } = this.config.gateway.routing;
+      const drift = {
+        latencyTargetMs: latency_target_ms,
+        starvedAfter: retry_starved.enabled ? { requests: retry_starved.after_requests, seconds: retry_starved.after_seconds } : undefined,
+      };
       aggregation = await this.repo.recompute({ windowSeconds: window_days * DAY_SECONDS, weights, drift });
       this.recomputeDueAt = started + (Date.now() - started) / MAX_DUTY;
     } catch (err) {

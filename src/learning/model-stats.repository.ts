@@ -209,7 +209,8 @@ const REWRITE = `
  * change point, when it last served a request and how many of its organisation's requests came
  * after, and how far its outcome test's rise statistic is towards an alarm ($1 = DRIFT_CUSUM.h) when
  * its excursion rose steadily, by at least $2 per sample (else 0: an excursion that wanders up by
- * chance, as a stationary one often does, is no reason to follow a model up).
+ * chance, as a stationary one often does, is no reason to follow a model up); while the test is held
+ * (a re-try of a starved model, cusum.ts), how far the held test is towards its alarm ($3 = hHeld).
  */
 /** The rise statistic's mean increase per sample of its excursion that makes it steady (a sample at ≥ 1σ above the reference adds ≥ 0.75). */
 export const RISE_STEADY = 0.75;
@@ -220,8 +221,10 @@ const LOAD = `
          m.nps_detractors, m.nps_passives, m.nps_promoters, m.computed_at,
          e.since AS change_since, e.direction AS change_direction, e.detected_at AS change_detected_at,
          a.last_sample_at AS served_at, (o.requests - a.org_requests_at)::text AS requests_since,
-         CASE WHEN (d.state -> 'up' ->> 's')::float8 >= $2::float8 * (d.state -> 'up' ->> 'n')::float8
-              THEN (d.state -> 'up' ->> 's')::float8 / $1::float8 ELSE 0 END AS rise_evidence
+         CASE WHEN jsonb_typeof(d.state -> 'held') = 'object' THEN GREATEST(0, (d.state -> 'held' ->> 's')::float8) / $3::float8
+              WHEN (d.state -> 'up' ->> 's')::float8 >= $2::float8 * (d.state -> 'up' ->> 'n')::float8
+              THEN (d.state -> 'up' ->> 's')::float8 / $1::float8 ELSE 0 END AS rise_evidence,
+         jsonb_typeof(d.state -> 'held') = 'object' AS rise_testing
   FROM model_stats m
   LEFT JOIN LATERAL (
     SELECT since, direction, detected_at FROM learning_epochs x
@@ -259,6 +262,7 @@ interface ModelStatsRow {
   served_at: Date | string | null;
   requests_since: string | null;
   rise_evidence: number | null;
+  rise_testing: boolean | null;
 }
 
 /*
@@ -296,6 +300,7 @@ function toRecord(r: ModelStatsRow): ModelStats {
         : { since: new Date(r.change_since), direction: r.change_direction, detectedAt: new Date(r.change_detected_at ?? r.change_since) },
     served: r.served_at === null ? null : { lastAt: new Date(r.served_at), requestsSince: Math.max(0, Number(r.requests_since ?? 0)) },
     riseEvidence: r.rise_evidence === null ? 0 : Math.max(0, Number(r.rise_evidence)),
+    riseTesting: r.rise_testing === true,
   };
 }
 
@@ -344,7 +349,7 @@ export class ModelStatsRepository {
   }
 
   async loadAll(): Promise<ModelStats[]> {
-    const { rows } = await this.sql.query<ModelStatsRow>(LOAD, [DRIFT_CUSUM.h, RISE_STEADY]);
+    const { rows } = await this.sql.query<ModelStatsRow>(LOAD, [DRIFT_CUSUM.h, RISE_STEADY, DRIFT_CUSUM.hHeld]);
     return rows.map(toRecord);
   }
 }

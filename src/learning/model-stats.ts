@@ -62,6 +62,8 @@ export interface ModelStats {
   served?: { lastAt: Date; requestsSince: number } | null;
   /** The outcome test's rise statistic over its alarm threshold, ≥ 0: how far a rise is on its way to being detected. */
   riseEvidence?: number;
+  /** The outcome test is held (a re-try of a starved pair, cusum.ts): its answers are being tested against what it was. */
+  riseTesting?: boolean;
 }
 
 /**

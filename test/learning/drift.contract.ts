@@ -154,6 +154,50 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
       expect(byModel(await repo.loadAll(), 'acme', 'm-c')).toMatchObject({ served: { requestsSince: 25 } });
     });
 
+    it('tests a starved pair\'s re-tries against what it was: a rise found from a handful of samples, which without the hold its reference takes in', async () => {
+      const starvedAfter = { requests: 30, seconds: 86_400 };
+      const run = async (org: string, hold: boolean) => {
+        const beat = { ...BEAT, drift: { ...BEAT.drift, starvedAfter: hold ? starvedAfter : undefined } };
+        // The detector exists before the pair's traffic (requests before its first step are history).
+        await session(sql, org, `${org}-first`, 'm-o', 4_000, 7, true);
+        await repo.recompute(beat);
+        // m-s answers poorly six times, then routing starves it: 40 requests go to m-o.
+        for (let i = 0; i < 6; i++) await session(sql, org, `${org}-s-${i}`, 'm-s', 3_900 - i, [3, 5, 4, 6, 4, 5][i], i % 2 === 0);
+        for (let i = 0; i < 40; i++) await session(sql, org, `${org}-o-${i}`, 'm-o', 3_800 - i, 7, true);
+        await repo.recompute(beat);
+        // A re-try: m-s answers well now.
+        await session(sql, org, `${org}-retry-0`, 'm-s', 3_000, 10, true);
+        await repo.recompute(beat);
+        const testing = byModel(await repo.loadAll(), org, 'm-s')!;
+        // It keeps answering well, routing following it up (a session of m-o between each).
+        for (let i = 1; i < 30; i++) {
+          await session(sql, org, `${org}-retry-${i}`, 'm-s', 3_000 - i, good(i), true);
+          await session(sql, org, `${org}-o2-${i}`, 'm-o', 3_000 - i, 7, true);
+          if (i % 5 === 0) await repo.recompute(beat);
+        }
+        await repo.recompute(beat);
+        const { rows } = await sql.query<{ direction: string; stream: string; since: Date | string }>(
+          `SELECT direction, stream, since FROM learning_epochs WHERE org_id = $1 AND model = 'm-s' ORDER BY id`,
+          [org],
+        );
+        return { testing, epochs: rows.map((r) => ({ ...r, since: new Date(r.since) })) };
+      };
+      const held = await run('acme', true);
+      expect(held.testing).toMatchObject({ riseTesting: true });
+      expect(held.testing.riseEvidence).toBeGreaterThan(0);
+      expect(held.epochs.map((e) => [e.direction, e.stream])).toEqual([['rise', 'outcome']]);
+      const { rows: first } = await sql.query<{ created_at: Date | string }>(`SELECT created_at FROM decision_traces WHERE session_id = 'acme-retry-0'`, []);
+      expect(Math.abs(held.epochs[0].since.getTime() - new Date(first[0].created_at).getTime())).toBeLessThan(1);
+      expect((await sql.query('SELECT 1 FROM regressions', [])).rows).toHaveLength(0);
+      // The window restarts at the re-try: the pair's figures are what it is now.
+      expect(byModel(await repo.loadAll(), 'acme', 'm-s')!.outcomeMean).toBeGreaterThan(0.85);
+
+      // The same answers without the hold: the six samples' reference takes the re-tries in, one by one, and no rise is ever found.
+      const absorbed = await run('beta', false);
+      expect(absorbed.testing).toMatchObject({ riseTesting: false });
+      expect(absorbed.epochs).toEqual([]);
+    });
+
     it('takes each sample in exactly once: replicas beating at once, a beat that fails half-way, answers changed later', async () => {
       const peer = await h.peer();
       const peerRepo = new ModelStatsRepository(peer);

@@ -1,5 +1,5 @@
 import { mulberry32 } from '../../routing/strategies/random';
-import { CusumState, initialState, step } from './cusum';
+import { CusumState, hold, initialState, step } from './cusum';
 import { DRIFT_CUSUM } from './drift.repository';
 
 /** A stream like the learning outcome: y = .6·score/10 + .4·useful, score around `score` (sd 1.8, 0–10), useful with probability `useful`. */
@@ -52,6 +52,80 @@ describe('the change detector\'s CUSUM (README "Drift: change detection")', () =
     for (; i < 400 && !alarm; i++) alarm = step(warm, outcome(r, 9.4, 0.95), i, DRIFT_CUSUM);
     expect(alarm?.direction).toBe('rise');
     expect(i - 300).toBeLessThan(40);
+  });
+
+  it('a starved model: with its handful of samples held as the reference, a rise of its re-tries is an alarm after tens of them; taken into the reference, several times later', () => {
+    let found = 0;
+    const delays: number[] = [];
+    const absorbedDelays: number[] = [];
+    for (let run = 0; run < 40; run++) {
+      const r = mulberry32(100 + run);
+      const held = initialState();
+      for (let i = 0; i < 8; i++) step(held, outcome(r, 5.8, 0.5), i, DRIFT_CUSUM);
+      const absorbed: CusumState = JSON.parse(JSON.stringify(held)) as CusumState;
+      let absorbedAt: number | null = null;
+      hold(held);
+      expect(held.held).toMatchObject({ s: 0, n: 0 });
+      for (let i = 8; i < 208; i++) {
+        const x = outcome(r, 9.4, 0.95);
+        if (absorbedAt === null && step(absorbed, x, i, DRIFT_CUSUM)) absorbedAt = i - 7;
+        if (held.held === null) continue;
+        const alarm = step(held, x, i, DRIFT_CUSUM);
+        if (alarm) {
+          expect(alarm).toMatchObject({ direction: 'rise', since: 8 });
+          expect(alarm.after).toBeGreaterThan(alarm.before + 0.2);
+          // The test starts again from the model as it is now.
+          expect(held).toMatchObject({ held: null, n: alarm.samples });
+          expect(held.mean).toBeCloseTo(alarm.after, 10);
+          found++;
+          delays.push(i - 7);
+        }
+      }
+      absorbedDelays.push(absorbedAt ?? Infinity);
+    }
+    expect(found).toBeGreaterThanOrEqual(38);
+    delays.sort((a, b) => a - b);
+    expect(delays[Math.floor(delays.length / 2)]).toBeLessThanOrEqual(40);
+    // Taken into the reference sample by sample, the same rise waits for the reference to fill and
+    // for the CUSUM to outgrow what it absorbed: several times as long, when at all.
+    absorbedDelays.sort((a, b) => a - b);
+    expect(absorbedDelays.filter((d) => d <= 40).length).toBeLessThanOrEqual(2);
+    expect(absorbedDelays[Math.floor(absorbedDelays.length / 2)]).toBeGreaterThan(3 * delays[Math.floor(delays.length / 2)]);
+  });
+
+  it('a starved model unchanged: the held test ends "as before" after a few re-tries, which join the reference; hold is plain numbers too', () => {
+    let ended = 0;
+    let alarms = 0;
+    for (let run = 0; run < 100; run++) {
+      const r = mulberry32(500 + run);
+      let s = initialState();
+      for (let i = 0; i < 8; i++) step(s, outcome(r, 5.8, 0.5), i, DRIFT_CUSUM);
+      hold(s);
+      for (let i = 8; i < 48 && s.held; i++) {
+        const alarm = step(s, outcome(r, 5.8, 0.5), i, DRIFT_CUSUM);
+        s = JSON.parse(JSON.stringify(s)) as CusumState;
+        if (alarm) alarms++;
+        else if (s.held === null) {
+          ended++;
+          expect(s.n).toBe(i + 1);
+        }
+      }
+    }
+    expect(ended).toBeGreaterThanOrEqual(85);
+    expect(alarms).toBeLessThanOrEqual(5);
+  });
+
+  it('no hold on a reference of fewer than five samples (no spread to test against), nor a second one while held', () => {
+    const s = initialState();
+    for (let i = 0; i < 4; i++) step(s, 0.5 + 0.1 * (i % 2), i, DRIFT_CUSUM);
+    hold(s);
+    expect(s.held ?? null).toBeNull();
+    step(s, 0.5, 4, DRIFT_CUSUM);
+    hold(s);
+    step(s, 0.9, 5, DRIFT_CUSUM);
+    const first = { ...s.held! };
+    hold(s);
+    expect(s.held).toEqual(first);
   });
 
   it('a constant auto stream: one failure is no alarm, a run of failures is', () => {

@@ -10,6 +10,16 @@
  * run from MIN_REFERENCE samples on: a model routing has starved may never collect more, and routing
  * follows up a rise the statistics show, learned-score.ts retryPick).
  *
+ * Held: the caller holds the reference when a model's samples resume after a long gap (routing
+ * starved it and now re-tries it, drift.repository.ts). A model with a handful of samples would take
+ * its re-tries into its reference one by one and never show a rise, however large, so what the model
+ * was before the gap is frozen as the reference and its new samples decide, by Wald's sequential
+ * probability ratio test between "as before" and "risen by 2·kHeld standard deviations":
+ * held = Σ (z − kHeld) over the samples since the hold, a rise when it passes hHeld (an alarm, however
+ * small the reference: the test's own error rates bound it), "as before" when it falls below
+ * −holdEnd (the hold ends and its samples join the reference). Only a rise is tested: a model routing
+ * does not serve gains nothing from a drop being found. The CUSUM statistics rest meanwhile.
+ *
  * Each later sample x is standardised against the reference as it stood before it,
  * z = (x − mean)/max(sd, sd_floor), cut to ±z_clamp (a stream of nearly constant values, such as the
  * `auto` signal of a healthy model, must not turn one failure into an alarm), and feeds
@@ -29,6 +39,15 @@
 export interface CusumParams {
   /** Allowance, in standard deviations: half the smallest shift worth detecting. */
   k: number;
+  /** The held test (see above): the allowance, the rise threshold and the "as before" bound. */
+  kHeld: number;
+  hHeld: number;
+  holdEnd: number;
+  holdMargin: number;
+  holdMax: number;
+  /** A spread the reference's is shrunk towards, worth priorDf samples (a handful of samples of a two-valued stream can all be alike). */
+  priorSd: number;
+  priorDf: number;
   /** Alarm threshold. */
   h: number;
   /** Samples that only build the reference, after a start or an alarm. */
@@ -60,6 +79,8 @@ export interface CusumState {
   down: Excursion;
   /** Every sample this test has taken in since it was created. */
   samples: number;
+  /** The held test's statistic and samples (see above); absent or null when not held. */
+  held?: Excursion | null;
 }
 
 export type Direction = 'rise' | 'drop';
@@ -106,10 +127,40 @@ function advance(e: Excursion, increment: number, x: number, at: number): void {
   e.sumSq += x * x;
 }
 
-/** The sample's standardised value against the reference as it stands, cut to ±zClamp. */
+/**
+ * The sample's standardised value against the reference as it stands, cut to ±zClamp. A reference
+ * of n samples knows its mean and spread only roughly when n is small, so the sample is read as the
+ * predictive t statistic t = (x − mean)/(s·√(1 + 1/n)) (s the sample standard deviation: t has n − 1
+ * degrees of freedom for a new draw of a normal stream whose mean and spread come from n draws) and
+ * mapped to the normal deviate of the same tail (Wallace's approximation,
+ * z = t·(1 − 1/(4ν))/√(1 + t²/(2ν)), within a few hundredths for ν ≥ 4): the self-starting CUSUM of
+ * Hawkins (1987). With hundreds of samples it is the plain z = (x − mean)/sd.
+ */
 export function standardise(state: CusumState, x: number, p: CusumParams): number {
-  const sd = Math.max(Math.sqrt(state.variance), p.sdFloor);
-  return Math.max(-p.zClamp, Math.min(p.zClamp, (x - state.mean) / sd));
+  const n = state.n;
+  const nu = n - 1 + p.priorDf;
+  const sd = Math.max(Math.sqrt((p.priorDf * p.priorSd * p.priorSd + state.variance * n) / nu), p.sdFloor);
+  const t = (x - state.mean) / (sd * Math.sqrt(1 + 1 / n));
+  const z = (t * (1 - 1 / (4 * nu))) / Math.sqrt(1 + (t * t) / (2 * nu));
+  return Math.max(-p.zClamp, Math.min(p.zClamp, z));
+}
+
+/** The model's samples resume after a long gap: its new samples are tested against the reference as it stands (see above). */
+export function hold(state: CusumState): void {
+  if (state.n >= MIN_REFERENCE && !state.held) state.held = { s: 0, start: null, n: 0, sum: 0, sumSq: 0 };
+}
+
+/** Welford's merge of a block of samples (count, sum, sum of squares) into the reference. */
+function merge(state: CusumState, e: Excursion, p: CusumParams): void {
+  if (e.n === 0) return;
+  const mean = e.sum / e.n;
+  const variance = Math.max(0, e.sumSq / e.n - mean * mean);
+  const n = state.n + e.n;
+  const d = mean - state.mean;
+  const m2 = state.variance * state.n + variance * e.n + (d * d * state.n * e.n) / n;
+  state.mean += (d * e.n) / n;
+  state.variance = m2 / n;
+  state.n = Math.min(n, p.memory);
 }
 
 /**
@@ -118,6 +169,7 @@ export function standardise(state: CusumState, x: number, p: CusumParams): numbe
  */
 export function step(state: CusumState, x: number, at: number, p: CusumParams): Alarm | null {
   state.samples += 1;
+  if (state.held) return stepHeld(state, state.held, x, at, p);
   const warm = state.n >= p.warmup;
   if (state.n >= MIN_REFERENCE) {
     const z = standardise(state, x, p);
@@ -141,8 +193,34 @@ export function step(state: CusumState, x: number, at: number, p: CusumParams): 
     state.variance = Math.max(0, crossed.sumSq / crossed.n - after * after);
     state.up = idle();
     state.down = idle();
+    state.held = null;
     return alarm;
   }
   if (Math.max(state.up.s, state.down.s) < p.h / 2) learn(state, x, p);
+  return null;
+}
+
+function stepHeld(state: CusumState, held: Excursion, x: number, at: number, p: CusumParams): Alarm | null {
+  held.s += standardise(state, x - (p.holdMargin * Math.sqrt(state.variance)) / Math.sqrt(state.n), p) - p.kHeld;
+  held.start ??= at;
+  held.n += 1;
+  held.sum += x;
+  held.sumSq += x * x;
+  if (held.s > p.hHeld) {
+    const after = held.sum / held.n;
+    const alarm: Alarm = { direction: 'rise', since: held.start, samples: held.n, before: state.mean, after, statistic: held.s };
+    state.n = Math.min(held.n, p.memory);
+    state.mean = after;
+    state.variance = Math.max(0, held.sumSq / held.n - after * after);
+    state.up = idle();
+    state.down = idle();
+    state.held = null;
+    return alarm;
+  }
+  if (held.s < -p.holdEnd || held.n >= p.holdMax) {
+    // As before: the re-tries join the reference, and the CUSUM goes on from where it rested.
+    merge(state, held, p);
+    state.held = null;
+  }
   return null;
 }

@@ -1,6 +1,6 @@
 import type { SqlExecutor } from '../../stores/sql/sql-store';
 import { bucketOf, samePair } from '../rollups/rollup-state';
-import { Alarm, CusumParams, CusumState, initialState, step } from './cusum';
+import { Alarm, CusumParams, CusumState, hold, initialState, step } from './cusum';
 
 /**
  * The change detector (README "Drift: change detection"), run by the learning beat inside its
@@ -32,7 +32,21 @@ import { Alarm, CusumParams, CusumState, initialState, step } from './cusum';
  */
 
 /** The test's parameters, calibrated by bench/drift-calibration.bench.ts (README "Drift: change detection"). */
-export const DRIFT_CUSUM: CusumParams = { k: 0.25, h: 25, warmup: 20, zClamp: 3, sdFloor: 0.05, memory: 2_000 };
+export const DRIFT_CUSUM: CusumParams = {
+  k: 0.25,
+  h: 25,
+  warmup: 20,
+  zClamp: 3,
+  sdFloor: 0.05,
+  memory: 2_000,
+  priorSd: 0.2,
+  priorDf: 5,
+  kHeld: 0.5,
+  hHeld: 10,
+  holdEnd: 6,
+  holdMargin: 0.5,
+  holdMax: 100,
+};
 
 export type Stream = 'outcome' | 'auto';
 
@@ -44,6 +58,12 @@ export interface DriftParams {
   /** routing.latency_target_ms: the latency at which the auto signal starts to fall. */
   latencyTargetMs: number;
   cusum?: CusumParams;
+  /**
+   * routing.retry_starved's gap (after_requests, after_seconds): a pair that served none of its
+   * organisation's last `requests` requests, or none for `seconds`, was starved, and its next
+   * request is a re-try; its outcome test then holds its reference (cusum.ts). Absent: no holds.
+   */
+  starvedAfter?: { requests: number; seconds: number };
   /** At most this many samples per step (default FEED_BATCH; the tests shrink it). */
   feedBatch?: number;
 }
@@ -255,8 +275,18 @@ export class DriftRepository {
       const count = (orgRequests.get(r.org_id) ?? 0n) + 1n;
       orgRequests.set(r.org_id, count);
       const d = detector(r.org_id, r.provider, r.model, 'auto');
+      const at = new Date(r.created_at);
+      if (p.starvedAfter && d.orgRequestsAt > 0n && d.lastSampleAt) {
+        const starved = count - d.orgRequestsAt > BigInt(p.starvedAfter.requests) || at.getTime() - d.lastSampleAt.getTime() >= p.starvedAfter.seconds * 1000;
+        const outcome = starved ? detectors.get(keyOf(r.org_id, r.provider, r.model, 'outcome')) : undefined;
+        if (outcome) {
+          // A re-try of a model routing starved: its answers are tested against what it was (cusum.ts "Held").
+          hold(outcome.state);
+          outcome.dirty = true;
+        }
+      }
       d.orgRequestsAt = count;
-      feed(d, autoSample(r.ok, r.latency_ms === null ? null : Number(r.latency_ms), p.latencyTargetMs), new Date(r.created_at));
+      feed(d, autoSample(r.ok, r.latency_ms === null ? null : Number(r.latency_ms), p.latencyTargetMs), at);
     }
     const a = p.weights.score / 10;
     for (const s of samples) {

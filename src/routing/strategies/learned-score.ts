@@ -43,6 +43,8 @@ export interface Assessment extends TargetRef {
   served: { lastAt: Date; requestsSince: number } | null;
   /** The outcome test's rise statistic over its alarm threshold (0 without one). */
   riseEvidence: number;
+  /** The outcome test is held on a re-try of the starved candidate, and needs its answers to decide. */
+  riseTesting: boolean;
 }
 
 const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
@@ -173,6 +175,7 @@ export class LearnedScorer {
       change: own?.change && now.getTime() - own.change.detectedAt.getTime() <= REGRESSION_WINDOW_MS ? own.change : null,
       served: own?.served ?? null,
       riseEvidence: own?.riseEvidence ?? 0,
+      riseTesting: own?.riseTesting ?? false,
     };
   }
 
@@ -351,10 +354,12 @@ const WITHIN_REACH = 2;
  *   starved  it has served before, but none of the organisation's last `after_requests` requests, or
  *            none for `after_seconds`: for a `share` of the requests;
  *   rising   its outcome test has a steady rise at least RISE_FOLLOW_UP of the way to an alarm (the
- *            re-try's answers ran above its record) and its live draws do not reach the favourite
+ *            re-try's answers ran above its record), or is testing a re-try's answers against what
+ *            the model was (held, cusum.ts) and needs more of them to decide, and its live draws do not reach the favourite
  *            (else Thompson sampling serves it already): for a `rising_share` of the requests, so the
  *            few samples that confirm or dismiss a rise come in tens of sessions rather than thousands;
- * rising ones first (the highest statistic), then the longest starved. u is a uniform drawn from the
+ * the rising one with the highest statistic, the longest starved one, each in its own share of u
+ * (together at most `rising_share` + `share`). u is a uniform drawn from the
  * request id, not from the live random source: the draws of every other decision are unchanged, and
  * explain shows what chat would do for the same id. Returns the candidate to put first, or null.
  */
@@ -373,7 +378,7 @@ export function retryPick(
     if (i === winner) continue;
     const x = a[i];
     const reach = x.score + WITHIN_REACH * explorationScale(x.n, e) * Math.sqrt(x.variance);
-    if (x.riseEvidence >= RISE_FOLLOW_UP && reach < a[winner].score) {
+    if ((x.riseEvidence >= RISE_FOLLOW_UP || x.riseTesting) && reach < a[winner].score) {
       if (!rising || x.riseEvidence > rising.key) rising = { index: i, key: x.riseEvidence };
       continue;
     }
@@ -383,7 +388,9 @@ export function retryPick(
       if (!starved || x.served.requestsSince > starved.key) starved = { index: i, key: x.served.requestsSince };
     }
   }
-  if (rising && u < p.rising_share) return { index: rising.index, reason: 'rising' };
-  if (starved && u < p.share) return { index: starved.index, reason: 'starved' };
+  // Disjoint shares of u: a candidate being followed up must not take the starved one's turns.
+  const risingShare = rising ? p.rising_share : 0;
+  if (rising && u < risingShare) return { index: rising.index, reason: 'rising' };
+  if (starved && u >= risingShare && u < risingShare + p.share) return { index: starved.index, reason: 'starved' };
   return null;
 }

@@ -27,7 +27,7 @@ function setup(retry = '') {
   const service = new RoutingService(makeConfig(yaml(retry)), stats, new FakeRegressions(), new FixedClock(NOW));
   // The favourite: well sampled and far above the other, so Thompson sampling alone never leaves it.
   stats.set({ orgId: 'acme', provider: 'p', model: 'best', n: 800, outcomeMean: 0.9, outcomeVar: 0.02, requests: 900, served: { lastAt: NOW, requestsSince: 0 } });
-  const weak = (over: { served?: { lastAt: Date; requestsSince: number } | null; riseEvidence?: number }) =>
+  const weak = (over: { served?: { lastAt: Date; requestsSince: number } | null; riseEvidence?: number; riseTesting?: boolean }) =>
     stats.set({ orgId: 'acme', provider: 'p', model: 'weak', n: 60, outcomeMean: 0.4, outcomeVar: 0.04, requests: 60, ...over });
   const route = (i: number, over: Partial<RoutingInput> = {}): RoutingDecision =>
     service.route(makeInput({ requestId: `req-${i}`, mode: 'live', random: seededRandom(1000 + i), ...over }));
@@ -98,6 +98,24 @@ describe('starved candidates re-tried', () => {
     const { weak, route } = setup();
     weak({ served: { lastAt: NOW, requestsSince: 2 }, riseEvidence: 0.04 });
     expect(tally((i) => route(i), N)).toEqual({ weakFirst: 0, retries: {} });
+  });
+
+  it('a re-try whose answers are being tested (held, statistic not yet up) is followed up until the test decides', () => {
+    const { weak, route } = setup();
+    weak({ served: { lastAt: NOW, requestsSince: 1 }, riseEvidence: 0, riseTesting: true });
+    const t = tally((i) => route(i), N);
+    expect(Object.keys(t.retries)).toEqual(['rising']);
+    expect(within(t.weakFirst, 0.2)).toBe(true);
+  });
+
+  it('a rise being followed up does not take the starved candidate\'s turns: each has its own share', () => {
+    const { stats } = setup();
+    stats.set({ orgId: 'acme', provider: 'p', model: 'weak', n: 60, outcomeMean: 0.4, outcomeVar: 0.04, requests: 60, served: { lastAt: NOW, requestsSince: 2 }, riseEvidence: 0.2 });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'old', n: 60, outcomeMean: 0.3, outcomeVar: 0.04, requests: 60, served: { lastAt: NOW, requestsSince: 600 } });
+    const service = new RoutingService(makeConfig(yaml().replace('targets: [p/best, p/weak]', 'targets: [p/best, p/weak, p/old]').replace('  weak: { provider: p, quality: 0.5 }', '  weak: { provider: p, quality: 0.5 }\n  old: { provider: p, quality: 0.5 }')), stats, new FakeRegressions(), new FixedClock(NOW));
+    const t = tally((i) => service.route(makeInput({ requestId: `req-${i}`, mode: 'live', random: seededRandom(1000 + i) })), N);
+    expect(within(t.retries.rising ?? 0, 0.2)).toBe(true);
+    expect(within(t.retries.starved ?? 0, 0.05)).toBe(true);
   });
 
   it('never a candidate that has not served before (its wide prior already explores it), and never when switched off', () => {
