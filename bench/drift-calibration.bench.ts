@@ -64,7 +64,7 @@ function falseAlarms(src: (r: () => number) => number, p: CusumParams, seed: num
 
 /**
  * Samples from the change to the alarm, per stream. The change comes after 300–599 samples, or
- * (`starved`) after 5–10: a model routing stopped serving early, whose few samples are all the
+ * (`starved`) after 3–8: a model routing stopped serving early, whose few samples are all the
  * reference it has when its re-tries show the rise; its samples resume after a gap, so the beat
  * holds its reference (cusum.ts).
  */
@@ -73,7 +73,7 @@ function delays(before: (r: () => number) => number, after: (r: () => number) =>
   for (let run = 0; run < RUNS; run++) {
     const r = mulberry32(seed * 104729 + run);
     const s = initialState();
-    const changeAt = starved ? 5 + Math.floor(r() * 6) : 300 + Math.floor(r() * 300);
+    const changeAt = starved ? 3 + Math.floor(r() * 6) : 300 + Math.floor(r() * 300);
     let i = 0;
     for (; i < changeAt; i++) step(s, before(r), i, p);
     if (gap) hold(s);
@@ -120,13 +120,13 @@ test(
       });
       const [name, b, a] = CHANGE_CASES[2];
       const starved = delays(b, a, p, 3, true);
-      dl.push(`${name} after 5–10 samples (starved): median ${q(starved, 0.5)}, p75 ${q(starved, 0.75)}, p90 ${q(starved, 0.9)}`);
+      dl.push(`${name} after 3–8 samples (starved): median ${q(starved, 0.5)}, p75 ${q(starved, 0.75)}, p90 ${q(starved, 0.9)}`);
       // The same held reference with no change after it: a false alarm of a starved model's re-tries.
       const early = delays(b, a, p, 5, true, false);
-      dl.push(`${name} after 5–10 samples, served again without a gap: median ${q(early, 0.5)}, p75 ${q(early, 0.75)}, p90 ${q(early, 0.9)}`);
+      dl.push(`${name} after 3–8 samples, served again without a gap: median ${q(early, 0.5)}, p75 ${q(early, 0.75)}, p90 ${q(early, 0.9)}`);
       const unchanged = delays(b, b, p, 4, true);
       const within = (m: number) => unchanged.filter((d) => d <= m).length;
-      fa.push(`legacy-7b held after 5–10 samples, unchanged: ${within(100)} / ${within(2_000)} of ${RUNS} streams alarm within 100 / 2,000 samples`);
+      fa.push(`legacy-7b held after 3–8 samples, unchanged: ${within(100)} / ${within(2_000)} of ${RUNS} streams alarm within 100 / 2,000 samples`);
       lines.push(`k ${k}, h ${h}\n  false alarms per 10,000 samples: ${fa.join('; ')}\n  samples to detect: ${dl.join('; ')}`);
       process.stdout.write(lines[lines.length - 1] + '\n');
     }

@@ -210,10 +210,12 @@ const REWRITE = `
  * after, and how far its outcome test's rise statistic is towards an alarm ($1 = DRIFT_CUSUM.h) when
  * its excursion rose steadily, by at least $2 per sample (else 0: an excursion that wanders up by
  * chance, as a stationary one often does, is no reason to follow a model up); while the test is held
- * (a re-try of a starved model, cusum.ts), how far the held test is towards its alarm ($3 = hHeld).
+ * (a re-try of a starved model, cusum.ts), how far the held test is towards its alarm ($3 = hHeld),
+ * and that it is held: routing follows it up until it decides (at most holdMax answers).
  */
 /** The rise statistic's mean increase per sample of its excursion that makes it steady (a sample at ≥ 1σ above the reference adds ≥ 0.75). */
 export const RISE_STEADY = 0.75;
+
 
 const LOAD = `
   SELECT m.org_id, m.provider, m.model, m.n, m.requests, m.outcome_mean, m.outcome_var, m.score_mean, m.score_var, m.useful_rate, m.useful_var,

@@ -115,12 +115,12 @@ describe('the change detector\'s CUSUM (README "Drift: change detection")', () =
     expect(alarms).toBeLessThanOrEqual(5);
   });
 
-  it('no hold on a reference of fewer than five samples (no spread to test against), nor a second one while held', () => {
+  it('no hold on a reference of fewer than three samples, nor a second one while held', () => {
     const s = initialState();
-    for (let i = 0; i < 4; i++) step(s, 0.5 + 0.1 * (i % 2), i, DRIFT_CUSUM);
+    for (let i = 0; i < 2; i++) step(s, 0.5 + 0.1 * (i % 2), i, DRIFT_CUSUM);
     hold(s);
     expect(s.held ?? null).toBeNull();
-    step(s, 0.5, 4, DRIFT_CUSUM);
+    step(s, 0.5, 2, DRIFT_CUSUM);
     hold(s);
     step(s, 0.9, 5, DRIFT_CUSUM);
     const first = { ...s.held! };

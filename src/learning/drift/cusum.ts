@@ -101,6 +101,12 @@ export interface Alarm {
 const idle = (): Excursion => ({ s: 0, start: null, n: 0, sum: 0, sumSq: 0 });
 /** A reference of fewer samples has no spread worth standardising by (and two samples' mean is anywhere). */
 const MIN_REFERENCE = 5;
+/**
+ * A held reference needs fewer: the held test reads it with the spread shrunk towards priorSd and
+ * its mean raised by holdMargin standard errors, and a model routing starved may have had only three
+ * answers (README "Drift: change detection" gives the false alarms this costs).
+ */
+const MIN_HOLD = 3;
 
 export function initialState(): CusumState {
   return { n: 0, mean: 0, variance: 0, up: idle(), down: idle(), samples: 0 };
@@ -147,7 +153,7 @@ export function standardise(state: CusumState, x: number, p: CusumParams): numbe
 
 /** The model's samples resume after a long gap: its new samples are tested against the reference as it stands (see above). */
 export function hold(state: CusumState): void {
-  if (state.n >= MIN_REFERENCE && !state.held) state.held = { s: 0, start: null, n: 0, sum: 0, sumSq: 0 };
+  if (state.n >= MIN_HOLD && !state.held) state.held = { s: 0, start: null, n: 0, sum: 0, sumSq: 0 };
 }
 
 /** Welford's merge of a block of samples (count, sum, sum of squares) into the reference. */

@@ -43,9 +43,9 @@ export const DRIFT_CUSUM: CusumParams = {
   priorDf: 5,
   kHeld: 0.5,
   hHeld: 10,
-  holdEnd: 6,
+  holdEnd: 3,
   holdMargin: 0.5,
-  holdMax: 100,
+  holdMax: 40,
 };
 
 export type Stream = 'outcome' | 'auto';

@@ -159,6 +159,21 @@ describe('feedback_driven', () => {
     expect(scoreOf(route({ mode: 'dry-run' }), 'good')).toBeCloseTo(0.63, 12);
   });
 
+  it('weighs a pair whose window restarted at a change point on the same blend before its requests are counted (auto taken as 1), not on its feedback alone', () => {
+    const { stats, route } = setup();
+    /*
+     * good, 30 samples of outcome .7 since a change point, no request counted yet (they count from
+     * the first whole hour after it); learning phase, a = .8, m0 = .7:
+     *   auto taken as 1: ō = .8 × .7 + .2 = .76, μ = (10 × .7 + 30 × .76) / 40 = 29.8 / 40
+     *   without a change point the session signal alone: ō = .7, μ = (7 + 21) / 40 = .7
+     */
+    const since = new Date(NOW.getTime() - 600_000);
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 30, outcomeMean: 0.7, outcomeVar: 0.04, requests: 0, successRate: 0, change: { since, direction: 'rise', detectedAt: since } });
+    expect(scoreOf(route({ mode: 'dry-run' }), 'good')).toBeCloseTo(29.8 / 40, 12);
+    stats.set({ orgId: 'acme', provider: 'p', model: 'good', n: 30, outcomeMean: 0.7, outcomeVar: 0.04, requests: 0, successRate: 0, change: null });
+    expect(scoreOf(route({ mode: 'dry-run' }), 'good')).toBeCloseTo(0.7, 12);
+  });
+
   it('takes the phase boundaries and weights from config', () => {
     const { stats, route } = setup({
       yaml: yaml('n_min: 5, n_steady: 10, weights: { steady: { session: 0.7, auto: 0.1, manual: 0.1, benchmark: 0.1 } }'),

@@ -43,7 +43,7 @@ export interface Assessment extends TargetRef {
   served: { lastAt: Date; requestsSince: number } | null;
   /** The outcome test's rise statistic over its alarm threshold (0 without one). */
   riseEvidence: number;
-  /** The outcome test is held on a re-try of the starved candidate, and needs its answers to decide. */
+  /** The outcome test is held on a re-try of the starved candidate (cusum.ts): it needs answers to decide. */
   riseTesting: boolean;
 }
 
@@ -186,10 +186,18 @@ export class LearnedScorer {
     return clamp01(s.successRate * latency);
   }
 
-  /** The observed mean ō and its per-sample variance s², or undefined without samples. */
+  /**
+   * The observed mean ō and its per-sample variance s², or undefined without samples; the session
+   * signal alone when no request was counted. A pair with samples but no request figures yet because
+   * its window restarted at a change point (requests count
+   * from the first whole hour after it, README "Drift: change detection") served the answers of those
+   * samples: its auto part is taken as 1, as the catalogue prior's is, so that it is weighed on the
+   * same blend as the others and not by its feedback alone (which would put a model that just rose
+   * 0.2·(1 − ō) below its peers for up to an hour).
+   */
   private observed(s: ModelStats | undefined, w: SignalWeights): { mean: number; variance: number } | undefined {
     if (!s || s.n <= 0) return undefined;
-    const auto = this.autoSignal(s);
+    const auto = this.autoSignal(s) ?? (s.change ? 1 : null);
     const a = auto === null ? 1 : sessionShare(w);
     return { mean: a * s.outcomeMean + (1 - a) * (auto ?? 0), variance: a * a * s.outcomeVar };
   }
@@ -355,7 +363,7 @@ const WITHIN_REACH = 2;
  *            none for `after_seconds`: for a `share` of the requests;
  *   rising   its outcome test has a steady rise at least RISE_FOLLOW_UP of the way to an alarm (the
  *            re-try's answers ran above its record), or is testing a re-try's answers against what
- *            the model was (held, cusum.ts) and needs more of them to decide, and its live draws do not reach the favourite
+ *            the model was (held, cusum.ts: at most holdMax answers), and its live draws do not reach the favourite
  *            (else Thompson sampling serves it already): for a `rising_share` of the requests, so the
  *            few samples that confirm or dismiss a rise come in tens of sessions rather than thousands;
  * the rising one with the highest statistic, the longest starved one, each in its own share of u
