@@ -13,16 +13,19 @@
  * Held: the caller holds the reference when a model's samples resume after a long gap (routing
  * starved it and now re-tries it, drift.repository.ts). A model with a handful of samples would take
  * its re-tries into its reference one by one and never show a rise, however large, so what the model
- * was before the gap is frozen as the reference and its new samples decide, by Wald's sequential
- * probability ratio test between "as before" and "risen by 2·kHeld standard deviations":
- * held = Σ (z − kHeld) over the samples since the hold, a rise when it passes hHeld (an alarm, however
- * small the reference: the test's own error rates bound it), "as before" when it falls below
- * −holdEnd (the hold ends and its samples join the reference). Only a rise is tested: a model routing
- * does not serve gains nothing from a drop being found. The CUSUM statistics rest meanwhile.
+ * was before the gap is frozen as the reference (from MIN_HOLD samples) and its new samples decide,
+ * by Wald's sequential probability ratio test between "as before" and "risen by 2·kHeld standard
+ * deviations": held = Σ (z − kHeld) over the samples since the hold, z read against the reference
+ * mean raised by holdMargin of its standard errors (a reference of three samples that came out low
+ * by chance must not make an unchanged model look risen). A rise when it passes hHeld (an alarm,
+ * however small the reference), "as before" when it falls below −holdEnd or after holdMax samples
+ * (the hold ends and its samples join the reference). Only a rise is tested: a model routing does
+ * not serve gains nothing from a drop being found. The CUSUM statistics rest meanwhile.
  *
- * Each later sample x is standardised against the reference as it stood before it,
- * z = (x − mean)/max(sd, sd_floor), cut to ±z_clamp (a stream of nearly constant values, such as the
- * `auto` signal of a healthy model, must not turn one failure into an alarm), and feeds
+ * Each later sample x is standardised against the reference as it stood before it (`standardise`:
+ * the predictive t of a new sample given the reference's n, mapped to a normal deviate; for a large
+ * reference z = (x − mean)/max(sd, sd_floor)), cut to ±z_clamp (a stream of nearly constant values,
+ * such as the `auto` signal of a healthy model, must not turn one failure into an alarm), and feeds
  *
  *   up   = max(0, up + z − k)     a rise of at least 2k standard deviations;
  *   down = max(0, down − z − k)   a drop of at least 2k standard deviations.
@@ -39,7 +42,7 @@
 export interface CusumParams {
   /** Allowance, in standard deviations: half the smallest shift worth detecting. */
   k: number;
-  /** The held test (see above): the allowance, the rise threshold and the "as before" bound. */
+  /** The held test (see above): its allowance, rise threshold, "as before" bound, margin (in standard errors of the reference mean) and longest run. */
   kHeld: number;
   hHeld: number;
   holdEnd: number;
@@ -189,21 +192,22 @@ export function step(state: CusumState, x: number, at: number, p: CusumParams): 
     return null;
   }
   const crossed: Excursion | null = state.down.s > p.h ? state.down : state.up.s > p.h ? state.up : null;
-  if (crossed !== null) {
-    const direction: Direction = crossed === state.down ? 'drop' : 'rise';
-    const after = crossed.sum / crossed.n;
-    const alarm: Alarm = { direction, since: crossed.start ?? at, samples: crossed.n, before: state.mean, after, statistic: crossed.s };
-    // Start again from the model as it is now: the excursion's samples are the new reference.
-    state.n = Math.min(crossed.n, p.memory);
-    state.mean = after;
-    state.variance = Math.max(0, crossed.sumSq / crossed.n - after * after);
-    state.up = idle();
-    state.down = idle();
-    state.held = null;
-    return alarm;
-  }
+  if (crossed !== null) return alarmOn(state, crossed, crossed === state.down ? 'drop' : 'rise', at, p);
   if (Math.max(state.up.s, state.down.s) < p.h / 2) learn(state, x, p);
   return null;
+}
+
+/** The alarm of excursion e, and the test started again from the model as it is now: e's samples are the new reference. */
+function alarmOn(state: CusumState, e: Excursion, direction: Direction, at: number, p: CusumParams): Alarm {
+  const after = e.sum / e.n;
+  const alarm: Alarm = { direction, since: e.start ?? at, samples: e.n, before: state.mean, after, statistic: e.s };
+  state.n = Math.min(e.n, p.memory);
+  state.mean = after;
+  state.variance = Math.max(0, e.sumSq / e.n - after * after);
+  state.up = idle();
+  state.down = idle();
+  state.held = null;
+  return alarm;
 }
 
 function stepHeld(state: CusumState, held: Excursion, x: number, at: number, p: CusumParams): Alarm | null {
@@ -212,17 +216,7 @@ function stepHeld(state: CusumState, held: Excursion, x: number, at: number, p: 
   held.n += 1;
   held.sum += x;
   held.sumSq += x * x;
-  if (held.s > p.hHeld) {
-    const after = held.sum / held.n;
-    const alarm: Alarm = { direction: 'rise', since: held.start, samples: held.n, before: state.mean, after, statistic: held.s };
-    state.n = Math.min(held.n, p.memory);
-    state.mean = after;
-    state.variance = Math.max(0, held.sumSq / held.n - after * after);
-    state.up = idle();
-    state.down = idle();
-    state.held = null;
-    return alarm;
-  }
+  if (held.s > p.hHeld) return alarmOn(state, held, 'rise', at, p);
   if (held.s < -p.holdEnd || held.n >= p.holdMax) {
     // As before: the re-tries join the reference, and the CUSUM goes on from where it rested.
     merge(state, held, p);
