@@ -176,11 +176,11 @@ export function capText(text: string, max = MAX_TEXT_CHARS): string {
 const RETRY: Record<Locale, Record<'starved' | 'rising', (v: View) => string>> = {
   en: {
     starved: (v) => `This pick is a re-try: ${v.target} had been starved of traffic, and a small bounded share of requests goes back to such a model so an improvement can be seen.`,
-    rising: (v) => `This pick is a re-try: the latest feedback for ${v.target} runs above its record, and a small bounded share of requests follows that up to confirm a rise.`,
+    rising: (v) => `This pick is a re-try: the latest answers of ${v.target} are being tested against its record for a rise, and a small bounded share of requests follows it up until the test decides.`,
   },
   pt: {
     starved: (v) => `Esta escolha é uma nova tentativa: ${v.target} estava sem tráfego, e uma pequena fração limitada das requisições volta a um modelo assim para que uma melhora possa ser vista.`,
-    rising: (v) => `Esta escolha é uma nova tentativa: o feedback recente de ${v.target} está acima do seu histórico, e uma pequena fração limitada das requisições acompanha isso para confirmar uma melhora.`,
+    rising: (v) => `Esta escolha é uma nova tentativa: as respostas recentes de ${v.target} estão sendo testadas contra o seu histórico em busca de uma melhora, e uma pequena fração limitada das requisições o acompanha até o teste decidir.`,
   },
 };
 const CHANGE: Record<Locale, Record<'drop' | 'rise', (v: View, since: string) => string>> = {

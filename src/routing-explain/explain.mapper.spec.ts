@@ -296,5 +296,7 @@ describe('a detected change and a re-try (README "Drift: change detection")', ()
       expect({ ...pt, explanation: null }).toEqual({ ...en, explanation: null });
     }
     expect(toExplainJson(routed({ evidence: { ...evidence, retry: 'starved' } }), 'en').explanation.text).toContain('had been starved of traffic');
+    expect(toExplainJson(routed({ evidence: { ...evidence, retry: 'rising' } }), 'en').explanation.text).toContain('being tested against its record for a rise');
+    expect(toExplainJson(routed({ evidence: { ...evidence, retry: 'rising' } }), 'pt').explanation.text).toContain('testadas contra o seu histórico');
   });
 });
