@@ -23,6 +23,9 @@ export const ERROR_BODY_MAX_MS = 2_000;
 export class ConnectTimeout extends Error {}
 
 type TimerPhase = 'first_token' | 'idle' | 'total';
+/** How long, and how many more bytes, a stream's reader that stopped at its end marker waits for the body's end (release). */
+const RELEASE_MS = 1_000;
+const RELEASE_BYTES = 64 * 1024;
 
 const ZLIB_SYNC = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH };
 const BROTLI_SYNC = { flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH };
@@ -136,23 +139,55 @@ export class UpstreamCall {
    */
   private async *readBody(source: Readable, res: http.IncomingMessage): AsyncGenerator<Buffer> {
     let size = 0;
+    // Whether the reader stopped pulling before the end with nothing wrong (a stream's reader stops at
+    // its protocol's end marker, OpenAI's `[DONE]`, before the body's own end has been read).
+    let stopped = true;
     try {
-      for await (const chunk of source as AsyncIterable<Buffer>) {
+      // Not destroyed when the reader stops early: the connection may still go back to the pool (release).
+      for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
         this.onChunk();
         size += chunk.length;
         if (size > this.req.maxBytes) throw new UpstreamError('protocol', `response larger than ${this.req.maxBytes} bytes`);
         yield chunk;
       }
+      stopped = false;
       if (this.failure) throw this.failure;
       // A connection that closed before the declared end of the body.
       if (!res.complete) throw new UpstreamError('network', 'the upstream closed the connection before the end of the body');
     } catch (err) {
+      stopped = false;
       throw this.mapError(err);
     } finally {
       this.clearAll();
-      if (!res.complete || !res.readableEnded) this.outgoing.destroy();
+      if (stopped && source === res) this.release(res);
+      else if (!res.complete || !res.readableEnded) this.outgoing.destroy();
       if (source !== res && !source.destroyed) source.destroy();
     }
+  }
+
+  /**
+   * The reader stopped before the body's end with nothing wrong: what is left is normally the end of
+   * the chunked body, sent with the last event. Reading it lets the keep-alive agent take the
+   * connection back, instead of every stream opening a new one (a TCP connect on the way to each
+   * stream's first byte). At most RELEASE_MS and RELEASE_BYTES more; a client gone, a failure or an
+   * upstream that keeps sending ends the connection as before.
+   */
+  private release(res: http.IncomingMessage): void {
+    if (this.failure || this.req.signal.aborted || res.destroyed) {
+      this.outgoing.destroy();
+      return;
+    }
+    if (res.readableEnded) return;
+    let extra = 0;
+    const timer = setTimeout(() => this.outgoing.destroy(), RELEASE_MS);
+    const done = () => clearTimeout(timer);
+    res.on('data', (chunk: Buffer) => {
+      extra += chunk.length;
+      if (extra > RELEASE_BYTES) this.outgoing.destroy();
+    });
+    res.once('end', done);
+    res.once('close', done);
+    res.resume();
   }
 
   /** The first chunk ends the wait for the first token and, on a stream, starts the idle timer; each later one restarts it. */
