@@ -79,12 +79,14 @@ describe('UpstreamHttp streams and the keep-alive pool', () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
-  /** One stream, read until its `[DONE]` event and no further (as the OpenAI stream reader does). */
-  const untilDone = async (signal = new AbortController().signal) => {
-    const r = await client.send({
+  const open = (signal: AbortSignal) =>
+    client.send({
       poolKey: 'pool', url, headers: {}, body: {}, signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: true,
       statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
     });
+  /** One stream, read until its `[DONE]` event and no further (as the OpenAI stream reader does). */
+  const untilDone = async () => {
+    const r = await open(new AbortController().signal);
     let text = '';
     for await (const chunk of r.body) {
       text += chunk.toString();
@@ -122,10 +124,7 @@ describe('UpstreamHttp streams and the keep-alive pool', () => {
     await untilDone();
     await settle();
     const gone = new AbortController();
-    const r = await client.send({
-      poolKey: 'pool', url, headers: {}, body: {}, signal: gone.signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: true,
-      statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
-    });
+    const r = await open(gone.signal);
     gone.abort();
     await expect((async () => { for await (const _ of r.body) void _; })()).rejects.toBeDefined();
     await settle();
