@@ -4,6 +4,7 @@
  * them to the parent's instead of building them under the partitions' locks. Twice from two replicas
  * at once it does the work once; afterwards a new day's partition gets both indexes from the parent.
  */
+import { Client } from 'pg';
 import { ANALYTICS_MIGRATIONS, runMigrations } from '../../src/stores/sql/migrator';
 import { PgSqlStore } from '../../src/stores/sql/pg-sql.store';
 import { createTestDatabase } from '../support/postgres';
@@ -64,6 +65,56 @@ describeWithPostgres('migration 0012 on a real Postgres with traces', () => {
     } finally {
       old.cleanup();
       await Promise.all(stores.map((s) => s.close()));
+      await db.drop();
+    }
+  }, 120_000);
+
+  it("waits for another build on a partition before dropping a dead build's leftover there", async () => {
+    const db = await createTestDatabase({ migrated: false });
+    const store = new PgSqlStore(db.url);
+    const [writer, builder] = [new Client({ connectionString: db.url }), new Client({ connectionString: db.url })];
+    const old = migrationsUpTo(11);
+    try {
+      await runMigrations(store, old.set);
+      await Promise.all([writer.connect(), builder.connect()]);
+      await store.query(
+        `INSERT INTO decision_traces (request_id, org_id, api_key_id, endpoint, requested_model, status, latency_ms, created_at)
+         SELECT 'r-' || g, 'acme', 'k', 'chat', 'auto', 200, 10, now() FROM generate_series(1, 50) g`,
+        [],
+      );
+      const { rows } = await store.query<{ partition: string }>(`SELECT tableoid::regclass::text AS partition FROM decision_traces LIMIT 1`, []);
+      const partition = rows[0].partition;
+      // What a dead build leaves: an invalid index under the name the step builds.
+      await expect(store.query(`CREATE UNIQUE INDEX CONCURRENTLY ${partition}_request_session_idx ON ${partition} (org_id)`, [])).rejects.toThrow(/duplicate|unique/i);
+      // Another process's build on the same partition, held in its first phase by an open insert.
+      await writer.query('BEGIN');
+      await writer.query(`INSERT INTO decision_traces (request_id, org_id, api_key_id, endpoint, requested_model, status, latency_ms, created_at) VALUES ('w', 'acme', 'k', 'chat', 'auto', 200, 10, now())`);
+      const build = builder.query(`CREATE INDEX CONCURRENTLY other_build_idx ON ${partition} (latency_ms)`);
+      while ((await store.query(`SELECT 1 FROM pg_stat_progress_create_index`, [])).rows.length === 0) await new Promise((r) => setTimeout(r, 50));
+
+      let settled: string | null = null;
+      const migrating = runMigrations(store, ANALYTICS_MIGRATIONS).then(
+        () => (settled = 'done'),
+        (err: Error) => (settled = err.message),
+      );
+      // Longer than the drop's lock_timeout: a drop that queued behind the build would have failed by now.
+      await new Promise((r) => setTimeout(r, 6_500));
+      expect(settled).toBeNull();
+      const { rows: left } = await store.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_class WHERE relname = $1`, [`${partition}_request_session_idx`]);
+      expect(left[0].n).toBe(1);
+
+      await writer.query('COMMIT');
+      await build;
+      await migrating;
+      expect(settled).toBe('done');
+      const { rows: attached } = await store.query<{ valid: boolean; def: string }>(
+        `SELECT x.indisvalid AS valid, pg_get_indexdef(x.indexrelid) AS def FROM pg_index x WHERE x.indexrelid = to_regclass($1)`,
+        [`${partition}_request_session_idx`],
+      );
+      expect(attached).toEqual([{ valid: true, def: expect.stringContaining('USING brin') }]);
+    } finally {
+      old.cleanup();
+      await Promise.all([writer.end(), builder.end(), store.close()]);
       await db.drop();
     }
   }, 120_000);

@@ -1,5 +1,6 @@
-import type { SqlExecutor } from '../sql-store';
+import { buildIndexesConcurrently, type ConcurrentIndex } from '../concurrent-index';
 import type { MigrationStepContext } from '../migrator';
+import type { SqlExecutor } from '../sql-store';
 
 /*
  * The migrator's step before 0005_decision_traces_by_day.sql (read that file first). It does the
@@ -16,20 +17,12 @@ import type { MigrationStepContext } from '../migrator';
  *
  * Several replicas may start at once. Each decision is taken in a transaction holding the
  * migrator's lock, after checking the table is still the old, unpartitioned one (a replica that
- * arrives after the file ran finds nothing to do). CREATE INDEX CONCURRENTLY cannot run in a
- * transaction, hence cannot hold that lock: a replica that finds a build under way elsewhere waits
- * for it, one that finds the invalid index a dead build left drops it and builds again, and two that
- * start the same build at once see one of them fail and look again.
+ * arrives after the file ran finds nothing to do). The index is built as `concurrent-index.ts` says.
  */
 
 const KEY_INDEX = 'decision_traces_created_id_key';
 const BOUND = /^decision_traces_before_(\d{4})(\d{2})(\d{2})$/;
 const DAY_MS = 86_400_000;
-/** How long a replica waits for another's index build before giving up (the migration then fails and the next start resumes). */
-const BUILD_WAIT_MS = 30 * 60_000;
-const POLL_MS = 500;
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function isUnpartitioned(tx: SqlExecutor): Promise<boolean> {
   const { rows } = await tx.query<{ kind: string | null }>(`SELECT (SELECT relkind::text FROM pg_class WHERE oid = to_regclass('decision_traces')) AS kind`, []);
@@ -81,52 +74,15 @@ async function validatedBound(ctx: MigrationStepContext): Promise<boolean> {
   });
 }
 
-type KeyState = 'done' | 'build' | 'wait';
-
-/** Under the migrator's lock: is the key index there and valid, being built elsewhere, or to be built here? */
-async function keyState(ctx: MigrationStepContext): Promise<KeyState> {
-  return ctx.store.transaction(async (tx) => {
-    await ctx.lock(tx);
-    if (!(await isUnpartitioned(tx))) return 'done';
-    const { rows } = await tx.query<{ valid: boolean | null; building: boolean }>(
-      `SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)) AS valid,
-              EXISTS (SELECT 1 FROM pg_stat_progress_create_index WHERE index_relid = to_regclass($1) AND pid <> pg_backend_pid()) AS building`,
-      [KEY_INDEX],
-    );
-    const { valid, building } = rows[0];
-    if (valid === true) return 'done';
-    if (valid === null) return 'build';
-    if (building) return 'wait';
-    // Invalid and nobody building it: what a build that died left behind.
-    await tx.query(`SET LOCAL lock_timeout = '5s'`, []);
-    await tx.query(`DROP INDEX ${KEY_INDEX}`, []);
-    return 'build';
-  });
-}
-
-/** Step 3. */
-async function concurrentKey(ctx: MigrationStepContext): Promise<void> {
-  const deadline = Date.now() + BUILD_WAIT_MS;
-  let failures = 0;
-  for (;;) {
-    const state = await keyState(ctx);
-    if (state === 'done') return;
-    if (state === 'wait') {
-      if (Date.now() > deadline) throw new Error(`gave up waiting for another process's build of ${KEY_INDEX}`);
-      await sleep(POLL_MS);
-      continue;
-    }
-    try {
-      await ctx.store.query(`CREATE UNIQUE INDEX CONCURRENTLY ${KEY_INDEX} ON decision_traces (created_at, id)`, []);
-    } catch (err) {
-      // Another replica began the same build a moment earlier, or ran the file meanwhile: look again.
-      if (++failures > 5) throw err;
-    }
-  }
-}
+const KEY: ConcurrentIndex = {
+  index: KEY_INDEX,
+  table: 'decision_traces',
+  create: `CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS ${KEY_INDEX} ON decision_traces (created_at, id)`,
+};
 
 /** Prepares `decision_traces` for 0005_decision_traces_by_day.sql; idempotent, safe from several replicas at once. */
 export async function prepareDecisionTracesByDay(ctx: MigrationStepContext): Promise<void> {
   if (!(await validatedBound(ctx))) return;
-  await concurrentKey(ctx);
+  // Step 3, unless the table is no longer the old one (the file already ran).
+  await buildIndexesConcurrently(ctx, async (tx) => ((await isUnpartitioned(tx)) ? [KEY] : null));
 }

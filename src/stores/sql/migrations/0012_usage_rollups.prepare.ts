@@ -1,5 +1,6 @@
-import type { SqlExecutor } from '../sql-store';
+import { buildIndexesConcurrently, type ConcurrentIndex } from '../concurrent-index';
 import type { MigrationStepContext } from '../migrator';
+import type { SqlExecutor } from '../sql-store';
 
 /*
  * The migrator's step before 0012_usage_rollups.sql (read that file first). The file creates two
@@ -9,10 +10,8 @@ import type { MigrationStepContext } from '../migrator';
  * on), and the file's CREATE INDEX on the parent then finds an equal index on every partition and
  * attaches it instead of building one: a catalog change.
  *
- * Several replicas may start at once, as for 0005's step: each decision is taken under the
- * migrator's lock (nothing to do once the file ran); a build cannot hold that lock, so a replica that
- * finds a build under way elsewhere waits for it, one that finds the invalid index a dead build left
- * drops it and builds again, and two that start the same build at once see one fail and look again.
+ * Several replicas may start at once: the builds are taken in turn as `concurrent-index.ts` says
+ * (nothing to do once the file ran).
  */
 
 /** The file's indexes, as each partition's own (name suffix, definition after `ON <partition>`). Kept equal to the file's. */
@@ -32,82 +31,31 @@ const INDEXES: ReadonlyArray<{ suffix: string; parent: string; definition: strin
   },
 ];
 
-/** How long a replica waits for another's build before giving up (the migration then fails and the next start resumes). */
-const BUILD_WAIT_MS = 30 * 60_000;
-const POLL_MS = 500;
 /** Partition names are the retention job's (decision_traces_pYYYYMMDD, _default, _before_YYYYMMDD): checked before they are spliced into DDL. */
 const PARTITION = /^decision_traces_[a-z0-9_]{1,40}$/;
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-type BuildState = 'done' | 'build' | 'wait';
-
-/** Under the migrator's lock: the file has run (nothing to do), or the partitions still to build and how. */
-async function plan(ctx: MigrationStepContext): Promise<'ran' | Array<{ partition: string; index: string; definition: string; state: BuildState }>> {
-  return ctx.store.transaction(async (tx) => {
-    await ctx.lock(tx);
-    if (await fileRan(tx)) return 'ran';
-    const { rows } = await tx.query<{ partition: string }>(
-      `SELECT c.relname AS partition FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-        WHERE i.inhparent = to_regclass('decision_traces') ORDER BY c.relname`,
-      [],
-    );
-    const out = [];
-    for (const { partition } of rows) {
-      if (!PARTITION.test(partition)) throw new Error(`unexpected partition name ${partition}`);
-      for (const ix of INDEXES) {
-        const index = `${partition}_${ix.suffix}`;
-        out.push({ partition, index, definition: ix.definition, state: await stateOf(tx, index) });
-      }
-    }
-    return out;
-  });
-}
-
-/** The file creates the parent's indexes: once they are there, it has run. */
-async function fileRan(tx: SqlExecutor): Promise<boolean> {
-  const { rows } = await tx.query<{ ran: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS ran`, [INDEXES[0].parent]);
-  return rows[0].ran;
-}
-
-async function stateOf(tx: SqlExecutor, index: string): Promise<BuildState> {
-  const { rows } = await tx.query<{ valid: boolean | null; building: boolean }>(
-    `SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)) AS valid,
-            EXISTS (SELECT 1 FROM pg_stat_progress_create_index WHERE index_relid = to_regclass($1) AND pid <> pg_backend_pid()) AS building`,
-    [index],
+/** Under the migrator's lock: null once the file has run, else every partition's two indexes. */
+async function pending(tx: SqlExecutor): Promise<ConcurrentIndex[] | null> {
+  // The file creates the parent's indexes: once they are there, it has run.
+  const { rows: ran } = await tx.query<{ ran: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS ran`, [INDEXES[0].parent]);
+  if (ran[0].ran) return null;
+  const { rows } = await tx.query<{ partition: string }>(
+    `SELECT c.relname AS partition FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+      WHERE i.inhparent = to_regclass('decision_traces') ORDER BY c.relname`,
+    [],
   );
-  const { valid, building } = rows[0];
-  if (valid === true) return 'done';
-  if (valid === null) return 'build';
-  if (building) return 'wait';
-  // Invalid and nobody building it: what a build that died left behind.
-  await tx.query(`SET LOCAL lock_timeout = '5s'`, []);
-  await tx.query(`DROP INDEX ${index}`, []);
-  return 'build';
+  return rows.flatMap(({ partition }) => {
+    if (!PARTITION.test(partition)) throw new Error(`unexpected partition name ${partition}`);
+    return INDEXES.map((ix) => {
+      const index = `${partition}_${ix.suffix}`;
+      return { index, table: partition, create: `CREATE INDEX CONCURRENTLY IF NOT EXISTS ${index} ON ${partition} ${ix.definition}` };
+    });
+  });
 }
 
 /** Builds every partition's indexes for 0012_usage_rollups.sql; idempotent, safe from several replicas at once. */
 export async function prepareUsageRollups(ctx: MigrationStepContext): Promise<void> {
   // The embedded store is one connection: nothing writes beside the migration, so the file builds.
   if (ctx.store.kind === 'pglite') return;
-  const deadline = Date.now() + BUILD_WAIT_MS;
-  let failures = 0;
-  for (;;) {
-    const todo = await plan(ctx);
-    if (todo === 'ran') return;
-    const next = todo.find((t) => t.state !== 'done');
-    if (!next) return;
-    if (next.state === 'wait') {
-      if (Date.now() > deadline) throw new Error(`gave up waiting for another process's build of ${next.index}`);
-      await sleep(POLL_MS);
-      continue;
-    }
-    try {
-      await ctx.store.query(`CREATE INDEX CONCURRENTLY IF NOT EXISTS ${next.index} ON ${next.partition} ${next.definition}`, []);
-    } catch (err) {
-      // Another replica began the same build a moment earlier, or ran the file meanwhile, or a
-      // partition was dropped by retention: look again.
-      if (++failures > 5) throw err;
-    }
-  }
+  await buildIndexesConcurrently(ctx, pending);
 }
