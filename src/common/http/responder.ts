@@ -87,11 +87,15 @@ export async function respondSse<E>(
   res.setHeader('X-Accel-Buffering', 'no');
   res.setHeader('Trailer', trailerNames.join(', '));
   req.socket.setNoDelay(true);
-  res.flushHeaders();
   try {
     for await (const e of events) {
       const payload = enc.event(e);
-      if (payload === undefined) continue;
+      if (payload === undefined) {
+        if (!res.headersSent) res.flushHeaders();
+        continue;
+      }
+      // The headers leave with the first event, in one write (the stream is held until its first
+      // output, so that event is at hand): flushing them alone first cost a socket write of its own.
       if (!res.write(payload)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
       if (signal.aborted) throw new ClientLeftError();
     }
