@@ -11,6 +11,8 @@ RUN npx nest build && node scripts/build-console.js && npm prune --omit=dev
 
 FROM node:24-slim
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 GATEWAY_DATA_DIR=/data GATEWAY_CONFIG=/app/config/gateway.yaml
+# glibc's malloc: see docs/architecture.md "Memory" (what npm start sets too).
+ENV MALLOC_MMAP_THRESHOLD_=131072
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist

@@ -32,6 +32,8 @@
  *   --out=FILE           where to write the JSON
  *   --node-options="…"   extra Node/V8 flags for every gateway
  *   --work-node-options="…" extra Node/V8 flags for the work side(s) only: a flag's own effect
+ *   --base-env="NAME=value …" / --work-env="…"  environment of one side on top of `npm start`'s
+ *                        (`NAME=` removes one of its variables): a variable's own effect
  */
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -47,7 +49,7 @@ const log = (msg) => process.stderr.write(`[ab ${new Date().toISOString().slice(
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function parseArgs(argv) {
-  const a = { base: 'HEAD', connections: [32, 1], runs: 6, seconds: 6, warmup: 15, floor: false, concurrent: false, rate: null, servers: false, stream: false, out: null, nodeOptions: [], workNodeOptions: [], trees: [] };
+  const a = { base: 'HEAD', connections: [32, 1], runs: 6, seconds: 6, warmup: 15, floor: false, concurrent: false, rate: null, servers: false, stream: false, out: null, nodeOptions: [], workNodeOptions: [], baseEnv: [], workEnv: [], trees: [] };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -65,6 +67,8 @@ function parseArgs(argv) {
       case '--out': a.out = path.resolve(v); break;
       case '--node-options': a.nodeOptions = v.split(/\s+/).filter(Boolean); break;
       case '--work-node-options': a.workNodeOptions = v.split(/\s+/).filter(Boolean); break;
+      case '--base-env': a.baseEnv = v.split(/\s+/).filter(Boolean); break;
+      case '--work-env': a.workEnv = v.split(/\s+/).filter(Boolean); break;
       case '--help': case '-h':
         process.stdout.write(fs.readFileSync(__filename, 'utf8').split('*/')[0].replace(/^#!.*\n'use strict';\n\/\*\*\n/, '').replace(/^ \* ?/gm, '') + '\n');
         process.exit(0);
@@ -139,7 +143,7 @@ async function main() {
         await createDatabase(servers.pg.url, db);
         Object.assign(env, { DATABASE_URL: servers.pg.url.replace(/\/[^/?]*(\?|$)/, `/${db}$1`), REDIS_URL: `${servers.redis.url.replace(/\/\d*$/, '')}/${i + 1}`, GATEWAY_KEY_PEPPER: crypto.randomBytes(32).toString('base64') });
       }
-      const gw = await procs.startGateway({ main: builds[side].main, env, port, logFile: path.join(tmp, `gateway-${side}.log`), nodeArgs: side === 'base' ? args.nodeOptions : [...args.nodeOptions, ...args.workNodeOptions] });
+      const gw = await procs.startGateway({ main: builds[side].main, env, port, logFile: path.join(tmp, `gateway-${side}.log`), nodeArgs: side === 'base' ? args.nodeOptions : [...args.nodeOptions, ...args.workNodeOptions], envOverrides: side === 'base' ? args.baseEnv : args.workEnv });
       cleanups.push(() => gw.stop());
       targets[side] = { url: gw.url, pid: gw.pid, model: 'bench', delay: 'bench-delay', headers: { authorization: `Bearer ${KEY}` } };
       log(`${side}: ${gw.url} (pid ${gw.pid})`);

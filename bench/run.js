@@ -11,6 +11,7 @@
  *                      instead of the embedded default (PGlite + in-process cache)
  *   --soak             add the 5-minute mixed soak (RSS before/after); --soak-seconds=N to change
  *   --settle-seconds=N memory: how long the streams of one level may take to open (default 60)
+ *   --idle-seconds=N   memory: how long the gateway rests after the warm-up before its idle RSS is read (default 120)
  *   --only=a,b         sections: chat, responses, stream, memory, soak (soak needs --soak or --only=soak)
  *   --runs=N           runs per figure (default 3; each figure is the median, with min and max)
  *   --seconds=N        seconds per non-streaming run (default 8; quick 0.25)
@@ -47,7 +48,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 function parseArgs(argv) {
-  const a = { quick: false, servers: false, soak: false, otel: false, floor: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null, nodeOptions: null };
+  const a = { quick: false, servers: false, soak: false, otel: false, floor: false, keepBuild: false, only: null, out: null, runs: null, seconds: null, soakSeconds: null, cpuProf: null, connections: null, settleSeconds: null, idleSeconds: null, nodeOptions: null };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -64,6 +65,7 @@ function parseArgs(argv) {
       case '--connections': a.connections = v.split(',').map(Number); break;
       case '--soak-seconds': a.soakSeconds = Number(v); break;
       case '--settle-seconds': a.settleSeconds = Number(v); break;
+      case '--idle-seconds': a.idleSeconds = Number(v); break;
       case '--cpu-prof': a.cpuProf = path.resolve(v); break;
       case '--node-options': a.nodeOptions = v.split(/\s+/).filter(Boolean); break;
       case '--help': case '-h':
@@ -86,7 +88,7 @@ function plan(a) {
     chat: { connections: a.connections ?? [1, 32, 128], seconds: a.seconds ?? (q ? 0.25 : 8) },
     otel: { connections: a.connections ?? [1, 32], seconds: a.seconds ?? (q ? 0.25 : 8) },
     stream: { concurrency: [1, 32], seconds: q ? 0.4 : 5, chunks: 20, delayMs: 10 },
-    memory: { counts: q ? [50, 200] : [1000, 10000], settleMs: (a.settleSeconds ?? (q ? 5 : 60)) * 1000, stallMs: q ? 3_000 : 6_000, holdMs: q ? 500 : 3_000 },
+    memory: { counts: q ? [50, 200] : [1000, 10000], idleMs: (a.idleSeconds ?? (q ? 2 : 120)) * 1000, settleMs: (a.settleSeconds ?? (q ? 5 : 60)) * 1000, stallMs: q ? 3_000 : 6_000, holdMs: q ? 500 : 3_000 },
     soak: { seconds: a.soakSeconds ?? (q ? 3 : 300), sampleMs: q ? 500 : 10_000, idleMs: q ? 1_000 : 5_000 },
     fake: { chunks: 20, delayMs: 10, slowMs: 1000, slowChunks: 900 },
   };
@@ -541,6 +543,21 @@ async function streamSection(p, targets, order) {
 async function memorySection(p, targets, gw, fake) {
   const t = targets.gateway;
   const levels = [];
+  /*
+   * Idle: the gateway as it rests after the warm-up's load. V8 gives back what the load grew (the
+   * young generation, old-space pages) in its memory reducer's collections, which start once the
+   * heap's allocation rate has fallen, within its watchdog's 100 s at the latest: the figure is
+   * read after p.memory.idleMs without a request, beside the one right after the load.
+   */
+  const rssAfterLoad = procs.rssMiB(gw.pid);
+  const idleCurve = [];
+  const idleStart = Date.now();
+  while (Date.now() - idleStart < p.memory.idleMs) {
+    await sleep(Math.min(5_000, p.memory.idleMs));
+    idleCurve.push({ s: round((Date.now() - idleStart) / 1000, 0), rss_mib: round(procs.rssMiB(gw.pid), 1) });
+  }
+  const idle = { seconds: p.memory.idleMs / 1000, rss_after_load_mib: round(rssAfterLoad, 1), rss_idle_mib: idleCurve.at(-1)?.rss_mib ?? null, curve: idleCurve, ...(await gatewayMetrics(gw.url)) };
+  log(`memory idle: RSS ${idle.rss_after_load_mib} MiB right after the load, ${idle.rss_idle_mib} after ${idle.seconds} s idle`);
   for (const count of p.memory.counts) {
     await sleep(500);
     const rssBefore = procs.rssMiB(gw.pid);
@@ -602,7 +619,7 @@ async function memorySection(p, targets, gw, fake) {
     log(`memory ${count} streams: ${level.open} open, ${level.pending} pending, ${level.errors} errors; RSS ${level.rss_mib} MiB (before ${level.rss_before_mib})`);
     levels.push(level);
   }
-  return { chunk_every_ms: p.fake.slowMs, levels };
+  return { chunk_every_ms: p.fake.slowMs, idle, levels };
 }
 
 /** Mixed traffic for p.soak.seconds: JSON under autocannon plus delayed and instant streams (some aborted). */

@@ -227,15 +227,46 @@ function stopChild(child, signal = 'SIGTERM', ms = 15_000) {
 }
 
 /**
- * Starts the built gateway (`node <main.js>`, what `npm start` runs) with the given environment;
+ * The variables `npm start` sets before `node` (package.json's start script, `NAME=value … node …`):
+ * every harness starts the gateway as that command does, so what it measures is what users run.
+ */
+function startCommandEnv() {
+  const script = require(path.join(ROOT, 'package.json')).scripts.start;
+  const out = {};
+  for (const word of script.split(/\s+/)) {
+    const m = /^([A-Z_][A-Z0-9_]*)=(\S*)$/.exec(word);
+    if (!m) break;
+    out[m[1]] = m[2];
+  }
+  return out;
+}
+
+/**
+ * `env` with `overrides` applied: `NAME=value` words; an empty value removes the variable (to
+ * measure without one of the start command's).
+ */
+function withEnvOverrides(env, overrides = []) {
+  const out = { ...env };
+  for (const o of overrides) {
+    const i = o.indexOf('=');
+    if (i <= 0) throw new Error(`not NAME=value: ${o}`);
+    const [k, v] = [o.slice(0, i), o.slice(i + 1)];
+    if (v === '') delete out[k];
+    else out[k] = v;
+  }
+  return out;
+}
+
+/**
+ * Starts the built gateway (`node <main.js>` with the variables of `npm start`) with the given environment;
  * its stdout/stderr (pino JSON lines at the shipped default level) go to a log file. Resolves once
  * GET /health answers 200.
  */
-async function startGateway({ main, env, port, logFile, nodeArgs = [], timeoutMs = 60_000 }) {
+async function startGateway({ main, env, port, logFile, nodeArgs = [], envOverrides = [], timeoutMs = 60_000 }) {
   const fd = fs.openSync(logFile, 'a');
   const child = spawnWithFds([process.execPath, '-r', path.join(__dirname, 'orphan-guard.js'), ...nodeArgs, main], {
     cwd: ROOT,
-    env,
+    env: withEnvOverrides({ ...startCommandEnv(), ...env }, envOverrides),
     stdio: ['ignore', fd, fd],
   });
   fs.closeSync(fd);
@@ -308,4 +339,4 @@ function gatewayEnv({ tmp, port, config, dataDir, extra = {} }) {
   };
 }
 
-module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, threadCpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, extractCommit, startFake, startFloorProxy, startGateway, stopChild, tail, cleanupStack, gatewayEnv };
+module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, threadCpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, extractCommit, startFake, startFloorProxy, startGateway, stopChild, tail, cleanupStack, gatewayEnv, startCommandEnv, withEnvOverrides };
