@@ -96,6 +96,11 @@ describe('npm run bench -- --quick --soak', () => {
       expect(l.pending).toBe(0);
       for (const k of ['rss_before_mib', 'rss_mib', 'rss_after_close_mib']) expect(isNum(l[k])).toBe(true);
     }
+    // Idle after the warm-up: RSS right after the load and after the idle time, sampled on the way.
+    const idle = report.sections.memory.idle;
+    expect(isNum(idle.rss_after_load_mib)).toBe(true);
+    expect(isNum(idle.rss_idle_mib)).toBe(true);
+    expect(idle.curve.length).toBeGreaterThan(0);
     const soak = report.sections.soak;
     for (const k of ['rss_mib']) {
       expect(isNum(soak.before[k])).toBe(true);

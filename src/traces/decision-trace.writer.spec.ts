@@ -179,6 +179,24 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
       await eventually(async () => (await batched.count()) === 10);
     });
 
+    it('under load writes whole batches only: what arrives during a write waits for the next full batch or the interval', async () => {
+      const { writer, sql, count, inserts } = await rig({ flushIntervalMs: 60_000, batchSize: 10 });
+      sql.delayMs = 100;
+      for (let i = 0; i < 10; i++) writer.record(makeTrace());
+      await sleep(20);
+      // During the first batch's write: one more whole batch and a remainder of 3.
+      for (let i = 0; i < 13; i++) writer.record(makeTrace());
+      await eventually(async () => (await count()) === 20);
+      await sleep(300);
+      expect(await count()).toBe(20);
+      expect(inserts()).toBe(2);
+      expect(writer.depth).toBe(3);
+      // The interval (here flush) writes the remainder.
+      await writer.flush();
+      expect(await count()).toBe(23);
+      expect(inserts()).toBe(3);
+    });
+
     it('stores values the table would refuse as NULL instead of losing the batch', async () => {
       const { writer, rows } = await rig();
       // A failed attempt carrying more than its four fields (an upstream message) stores only those four.

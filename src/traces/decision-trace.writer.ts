@@ -113,6 +113,8 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
   private readonly queue = new Queue<DecisionTrace>();
   private inFlight = 0;
   private draining: Promise<void> | undefined;
+  /** The running drain writes everything waiting, not only whole batches (see drain). */
+  private drainAll = false;
   private failures = 0;
   private retryAt = 0;
   private closed = false;
@@ -245,7 +247,7 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
         this.scheduled = true;
         setImmediate(() => {
           this.scheduled = false;
-          void this.drain();
+          void this.drain(false);
         });
       }
     } catch {
@@ -411,15 +413,25 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
     }
   }
 
-  private drain(): Promise<void> {
+  /**
+   * Writes what is waiting: everything (the interval, flush, shutdown), or, when a batch filled up,
+   * whole batches only. Under load a drain that went on until the buffer was empty wrote whatever
+   * had arrived during its last write, a few dozen traces per INSERT, and the store's fixed cost per
+   * statement and commit was most of its work (the embedded store's thread: ≈ 190 µs per chat
+   * request at 2,000 requests a second); the rest waits for the next full batch or the interval.
+   */
+  private drain(all = true): Promise<void> {
+    if (all) this.drainAll = true;
     this.draining ??= this.writeAll().finally(() => {
       this.draining = undefined;
+      this.drainAll = false;
     });
     return this.draining;
   }
 
   private async writeAll(): Promise<void> {
     while (this.queue.size > 0 && !this.closed) {
+      if (!this.drainAll && this.queue.size < this.o.batchSize) return;
       const batch = this.queue.take(this.o.batchSize);
       this.inFlight = batch.length;
       this.inFlightBatch = batch;

@@ -21,14 +21,16 @@ const COLUMNS = [
  * cast. One JSON text instead of one array parameter per column: the driver sends a string as it is
  * (PGlite's and pg's encoders escaped every element of every array in JavaScript, a quarter of the
  * embedded store's thread on the chat benchmark, and 28 arrays were cloned into its worker), and
- * the server reads it in half the time of 28 array literals. The key is (created_at, id), both made
- * when the trace was built: a batch written again (a retry after a lost answer, a replayed journal)
- * finds its rows there and adds nothing, so writing is idempotent.
+ * the server reads it in half the time of 28 array literals. Read as `jsonb`: parsed once, each
+ * element then found by its index, where `json`'s `->>` scans the row's text again for every column
+ * (on PGlite, 500-row batches into the table with its indexes: 97 → 31 µs per row). The key is
+ * (created_at, id), both made when the trace was built: a batch written again (a retry after a lost
+ * answer, a replayed journal) finds its rows there and adds nothing, so writing is idempotent.
  */
 const INSERT_TRACES = `
   INSERT INTO decision_traces (${COLUMNS.map(([name]) => name).join(', ')})
   SELECT ${COLUMNS.map(([, type], i) => `(r->>${i})::${type}`).join(', ')}
-  FROM json_array_elements($1::json) AS r
+  FROM jsonb_array_elements($1::jsonb) AS r
   ON CONFLICT DO NOTHING`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
