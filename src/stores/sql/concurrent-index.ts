@@ -26,7 +26,7 @@ export interface ConcurrentIndex {
 /** How long a replica waits for another's build before giving up (the migration then fails and the next start resumes). */
 const BUILD_WAIT_MS = 30 * 60_000;
 const POLL_MS = 500;
-/** Builds that fail (another replica began the same one a moment earlier, a partition was dropped) are looked at again this many times. */
+/** Builds that fail in a row (another replica began the same one a moment earlier, a partition was dropped) are looked at again this many times. */
 const MAX_FAILURES = 5;
 /** Lock not available (NOWAIT, lock_timeout) and deadlock: the decision is taken again after a pause. */
 const RETRYABLE = new Set(['55P03', '40P01']);
@@ -59,6 +59,7 @@ export async function buildIndexesConcurrently(ctx: MigrationStepContext, pendin
     if (!next) return;
     try {
       await ctx.store.query(next.create, []);
+      failures = 0;
     } catch (err) {
       if (++failures > MAX_FAILURES) throw err;
     }
