@@ -553,7 +553,7 @@ async function memorySection(p, targets, gw, fake) {
   const idleCurve = [];
   const idleStart = Date.now();
   while (Date.now() - idleStart < p.memory.idleMs) {
-    await sleep(Math.min(5_000, p.memory.idleMs));
+    await sleep(Math.min(5_000, p.memory.idleMs - (Date.now() - idleStart)));
     idleCurve.push({ s: round((Date.now() - idleStart) / 1000, 0), rss_mib: round(procs.rssMiB(gw.pid), 1) });
   }
   const idle = { seconds: p.memory.idleMs / 1000, rss_after_load_mib: round(rssAfterLoad, 1), rss_idle_mib: idleCurve.at(-1)?.rss_mib ?? null, curve: idleCurve, ...(await gatewayMetrics(gw.url)) };

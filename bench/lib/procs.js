@@ -339,4 +339,4 @@ function gatewayEnv({ tmp, port, config, dataDir, extra = {} }) {
   };
 }
 
-module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, threadCpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, extractCommit, startFake, startFloorProxy, startGateway, stopChild, tail, cleanupStack, gatewayEnv, startCommandEnv, withEnvOverrides };
+module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, threadCpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, extractCommit, startFake, startFloorProxy, startGateway, stopChild, tail, cleanupStack, gatewayEnv };

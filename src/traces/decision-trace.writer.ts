@@ -416,9 +416,8 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
   /**
    * Writes what is waiting: everything (the interval, flush, shutdown), or, when a batch filled up,
    * whole batches only. Under load a drain that went on until the buffer was empty wrote whatever
-   * had arrived during its last write, a few dozen traces per INSERT, and the store's fixed cost per
-   * statement and commit was most of its work (the embedded store's thread: ≈ 190 µs per chat
-   * request at 2,000 requests a second); the rest waits for the next full batch or the interval.
+   * had arrived during its last write, a few dozen traces per INSERT, each paying the store's cost
+   * per statement and commit; the rest now waits for the next full batch or the interval.
    */
   private drain(all = true): Promise<void> {
     if (all) this.drainAll = true;

@@ -95,10 +95,14 @@ describe('UpstreamHttp streams and the keep-alive pool', () => {
     return text;
   };
   const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+  /** The upstream's behaviour after `[DONE]` from now on, and its connection count from zero. */
+  const reset = (mode: typeof after) => {
+    after = mode;
+    connections = 0;
+  };
 
   it('a stream read up to its end marker gives its connection back: the next streams reuse it', async () => {
-    after = 'end';
-    connections = 0;
+    reset('end');
     for (let i = 0; i < 5; i++) {
       expect(await untilDone()).toContain('[DONE]');
       await settle();
@@ -107,8 +111,7 @@ describe('UpstreamHttp streams and the keep-alive pool', () => {
   });
 
   it('an upstream that keeps sending after the end marker loses its connection (bounded read), and the pool opens a new one', async () => {
-    after = 'more';
-    connections = 0;
+    reset('more');
     await untilDone();
     // RELEASE_BYTES is 64 KiB: the 28 KB writes every 5 ms pass it within a few writes.
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -119,8 +122,7 @@ describe('UpstreamHttp streams and the keep-alive pool', () => {
   });
 
   it('a client gone ends the connection at once, as before', async () => {
-    after = 'end';
-    connections = 0;
+    reset('end');
     await untilDone();
     await settle();
     const gone = new AbortController();

@@ -46,8 +46,7 @@ export async function buildIndexesConcurrently(ctx: MigrationStepContext, pendin
     try {
       next = await ctx.store.transaction(async (tx) => {
         await ctx.lock(tx);
-        for (const ix of (await pending(tx)) ?? []) if (await toBuild(tx, ix)) return ix;
-        return undefined;
+        return firstToBuild(tx, (await pending(tx)) ?? []);
       });
     } catch (err) {
       // Another process's build holds the table: look again after a pause.
@@ -67,17 +66,25 @@ export async function buildIndexesConcurrently(ctx: MigrationStepContext, pendin
 }
 
 /**
- * Under the migrator's lock: false when the index is there and valid, true when it is missing or
- * was an invalid leftover (dropped here). An invalid index whose table a build holds makes the
- * transaction fail at once with 55P03, which the caller takes as "wait".
+ * Under the migrator's lock: the first index that is missing, or an invalid leftover (dropped here),
+ * undefined when all are there and valid; one look at the catalog for the whole list. An invalid
+ * index whose table a build holds makes the transaction fail at once with 55P03, which the caller
+ * takes as "wait".
  */
-async function toBuild(tx: SqlExecutor, ix: ConcurrentIndex): Promise<boolean> {
-  const { rows } = await tx.query<{ valid: boolean | null }>(`SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)) AS valid`, [ix.index]);
-  const valid = rows[0].valid;
-  if (valid === true) return false;
-  if (valid === null) return true;
-  await tx.query(`LOCK TABLE ${ix.table} IN SHARE UPDATE EXCLUSIVE MODE NOWAIT`, []);
-  await tx.query(`SET LOCAL lock_timeout = '5s'`, []);
-  await tx.query(`DROP INDEX ${ix.index}`, []);
-  return true;
+async function firstToBuild(tx: SqlExecutor, list: readonly ConcurrentIndex[]): Promise<ConcurrentIndex | undefined> {
+  if (list.length === 0) return undefined;
+  const { rows } = await tx.query<{ valid: boolean | null }>(
+    `SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(t.name)) AS valid
+       FROM unnest($1::text[]) WITH ORDINALITY AS t(name, n) ORDER BY t.n`,
+    [list.map((ix) => ix.index)],
+  );
+  const i = rows.findIndex((r) => r.valid !== true);
+  if (i < 0) return undefined;
+  const ix = list[i];
+  if (rows[i].valid === false) {
+    await tx.query(`LOCK TABLE ${ix.table} IN SHARE UPDATE EXCLUSIVE MODE NOWAIT`, []);
+    await tx.query(`SET LOCAL lock_timeout = '5s'`, []);
+    await tx.query(`DROP INDEX ${ix.index}`, []);
+  }
+  return ix;
 }
