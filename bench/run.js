@@ -605,6 +605,7 @@ async function memorySection(p, targets, gw, fake) {
       non2xx: s.non2xx,
       errors: s.errors,
       first_errors: s.firstErrors,
+      first_non2xx: s.firstNon2xx,
       ended_early: s.ended,
       upstream_streams_open_at_fake: fakeOpen,
       gateway_fds: fds,

@@ -150,14 +150,19 @@ function openSlowStreams({ url, path, body, headers, count, batch = 250, batchGa
   // No keep-alive and no socket cap: one connection per stream.
   const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
   const reqs = [];
-  const state = { requested: count, started: 0, open: 0, non2xx: 0, errors: 0, ended: 0, closing: false, firstErrors: [] };
+  const state = { requested: count, started: 0, open: 0, non2xx: 0, errors: 0, ended: 0, closing: false, firstErrors: [], firstNon2xx: [] };
   const headersWithLength = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers };
   const openOne = () => {
     let opened = false;
     const req = http.request(url + path, { method: 'POST', agent, headers: headersWithLength }, (res) => {
       if (res.statusCode < 200 || res.statusCode >= 300) {
         state.non2xx++;
-        res.resume();
+        // The first few error answers, for the report: a status alone does not say which part failed.
+        if (state.firstNon2xx.length < 3) {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => state.firstNon2xx.push(`${res.statusCode} ${text.slice(0, 300)}`));
+        } else res.resume();
         return;
       }
       res.on('data', () => {

@@ -53,6 +53,11 @@ export class UpstreamCall {
   private firstToken: NodeJS.Timeout | undefined;
   private idle: NodeJS.Timeout | undefined;
   private outgoing!: http.ClientRequest;
+  private transport!: typeof http | typeof https;
+  private options!: http.RequestOptions;
+  private payload: Buffer | undefined;
+  /** The request was sent again on a new connection after its pooled one turned out dead (`onRequestError`). */
+  private resent = false;
   private readonly onClientAbort = () => this.fail(new UpstreamError('aborted', 'client went away'));
 
   constructor(
@@ -63,11 +68,21 @@ export class UpstreamCall {
 
   /** Sends the request; the call settles through `resolve` (an answer) or `reject` (an UpstreamError). */
   start(transport: typeof http | typeof https, options: http.RequestOptions, payload: Buffer | undefined): void {
-    this.outgoing = transport.request(options, (res) => this.onResponse(res));
-    this.outgoing.on('error', (err) => this.onRequestError(err));
+    this.transport = transport;
+    this.options = options;
+    this.payload = payload;
+    this.send();
     this.armTimers();
     this.watchClient();
-    this.outgoing.end(payload);
+  }
+
+  private send(): void {
+    const outgoing = this.transport.request(this.options, (res) => this.onResponse(res));
+    this.outgoing = outgoing;
+    outgoing.on('error', (err) => {
+      if (outgoing === this.outgoing) this.onRequestError(err);
+    });
+    outgoing.end(this.payload);
   }
 
   /** The total timer, and for a stream the first-token timer; a non-streaming body arrives whole, under the total timer only. */
@@ -110,9 +125,31 @@ export class UpstreamCall {
 
   private onRequestError(err: Error): void {
     if (this.responded) return; // the body reader sees it (or nobody reads any more)
+    if (this.deadPooledConnection(err)) {
+      this.resent = true;
+      this.send();
+      return;
+    }
     this.responded = true;
     this.clearAll();
     this.reject(this.mapError(err));
+  }
+
+  /**
+   * The request went out on a pooled connection that the upstream had closed (a reset or a broken
+   * pipe before any byte of an answer): the upstream closes an idle connection on its own timer, and
+   * a request that meets the close was never read. It is sent once more on a new connection, and the
+   * agent's other idle connections, which sat as long, are closed first. Nothing else is repeated: a
+   * reset on a new connection, or after an answer began, is the upstream's failure (fallback decides).
+   */
+  private deadPooledConnection(err: Error): boolean {
+    const code = (err as { code?: string }).code;
+    if (this.resent || this.failure || !this.outgoing.reusedSocket || (code !== 'ECONNRESET' && code !== 'EPIPE')) return false;
+    const agent = this.options.agent;
+    if (agent instanceof Object && 'freeSockets' in agent) {
+      for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+    }
+    return true;
   }
 
   /** Status and headers are in: an answer resolves with its body unread; any other status rejects with the family's error. */

@@ -135,3 +135,110 @@ describe('UpstreamHttp streams and the keep-alive pool', () => {
     expect(connections).toBe(1);
   });
 });
+
+describe('UpstreamHttp and an upstream that closes idle connections', () => {
+  let server: http.Server;
+  let url: string;
+  let connections = 0;
+  /** Requests the server has seen on each connection. */
+  const served = new WeakMap<object, number>();
+  /** When true, a connection's second request meets the upstream closing it (a reset before any answer). */
+  let resetSecond = false;
+  const client = new UpstreamHttp(1_000);
+
+  beforeAll(async () => {
+    server = http.createServer((req, res) => {
+      const n = (served.get(req.socket) ?? 0) + 1;
+      served.set(req.socket, n);
+      if (resetSecond && n === 2) {
+        req.socket.resetAndDestroy();
+        return;
+      }
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"ok":true}');
+    });
+    // The upstream's own idle timer, announced as `Keep-Alive: timeout=3`.
+    server.keepAliveTimeout = 3_000;
+    server.on('connection', () => connections++);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
+  });
+  afterAll(async () => {
+    client.destroy();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const call = async () => {
+    const r = await client.send({
+      poolKey: 'idle', url, headers: {}, body: {}, signal: new AbortController().signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: false,
+      statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
+    });
+    return UpstreamHttp.text(r.body);
+  };
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('a pooled connection the upstream closed as the request went out: the request is sent again on a new connection, once', async () => {
+    resetSecond = true;
+    connections = 0;
+    await call();
+    await sleep(20);
+    // The second request goes out on the pooled connection, which the upstream resets.
+    expect(await call()).toBe('{"ok":true}');
+    expect(connections).toBe(2);
+    resetSecond = false;
+  });
+
+  it('a reset on a new connection is the upstream failing: it is not repeated', async () => {
+    const reject = http.createServer((req) => req.socket.resetAndDestroy());
+    let attempts = 0;
+    reject.on('connection', () => attempts++);
+    await new Promise<void>((resolve) => reject.listen(0, '127.0.0.1', resolve));
+    const rejectUrl = `http://127.0.0.1:${(reject.address() as AddressInfo).port}/v1/chat/completions`;
+    try {
+      await expect(
+        client.send({
+          poolKey: 'reject', url: rejectUrl, headers: {}, body: {}, signal: new AbortController().signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: false,
+          statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
+        }),
+      ).rejects.toMatchObject({ kind: 'network' });
+      expect(attempts).toBe(1);
+    } finally {
+      await new Promise((resolve) => reject.close(resolve));
+    }
+  });
+
+  it('a connection left unused longer than the idle time is closed by the gateway, before the upstream closes it', async () => {
+    await call();
+    connections = 0;
+    await sleep(300);
+    await call();
+    expect(connections).toBe(0); // within the idle time: the pooled connection serves
+    await sleep(1_400);
+    // Past the gateway's idle time (1 s here), still within the upstream's (3 s): a new connection.
+    await call();
+    expect(connections).toBe(1);
+  });
+
+  it('a request in flight is not cut by the idle time of the pool', async () => {
+    const slow = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"n":1}\n\n');
+      setTimeout(() => res.end('data: [DONE]\n\n'), 1_500);
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/v1/chat/completions`;
+    try {
+      const r = await client.send({
+        poolKey: 'slow', url: slowUrl, headers: {}, body: {}, signal: new AbortController().signal, timeouts: { ...TIMEOUTS, idleMs: 3_000 }, maxBytes: 1 << 20, stream: true,
+        statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
+      });
+      expect(await UpstreamHttp.text(r.body)).toContain('[DONE]');
+    } finally {
+      slow.closeAllConnections();
+      await new Promise((resolve) => slow.close(resolve));
+    }
+  });
+});

@@ -35,6 +35,15 @@ export interface UpstreamResponse {
 }
 
 /**
+ * How long a pooled connection may sit unused before the gateway closes it. An upstream closes idle
+ * connections on its own timer (5 s for Node.js and uvicorn servers, which self-hosted models often
+ * sit behind; minutes for the large providers' front ends), and a request sent on a connection in the
+ * instant the upstream closes it is reset: closing first avoids that race. Shorter still when the
+ * upstream announces its timer (`Keep-Alive: timeout=N`: Node.js's agent then keeps it N − 1 s).
+ */
+export const FREE_SOCKET_MS = 4_000;
+
+/**
  * A keep-alive agent whose sockets time their connect phase, and re-arm TCP keep-alive only once.
  *
  * No cap on sockets per upstream: a gateway holds one upstream connection per open client stream, and
@@ -43,8 +52,11 @@ export interface UpstreamResponse {
  * to the pool, i.e. once per request; the options never change, so the first call is kept and the
  * others are skipped (1.9 % of the gateway's CPU in the benchmark's profile).
  */
-function upstreamAgent<T extends typeof http.Agent | typeof https.Agent>(Base: T, connectMs: number): InstanceType<T> {
-  const agent = new Base({ keepAlive: true, keepAliveMsecs: 15_000, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' }) as InstanceType<T> & {
+function upstreamAgent<T extends typeof http.Agent | typeof https.Agent>(Base: T, connectMs: number, freeSocketMs: number): InstanceType<T> {
+  // `timeout` is the agent's idle timer of a pooled socket (it destroys a free socket that times out);
+  // a request in flight turns it off on its socket (`timeout: 0` in UpstreamHttp.send): a stream's
+  // pauses are the idle timer's business (upstream-call.ts).
+  const agent = new Base({ keepAlive: true, keepAliveMsecs: 15_000, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo', timeout: freeSocketMs }) as InstanceType<T> & {
     createConnection: (...args: unknown[]) => Duplex;
   };
   const create = agent.createConnection.bind(agent);
@@ -95,6 +107,9 @@ export class UpstreamHttp {
   private readonly agents = new Map<string, { http: http.Agent; https: https.Agent }>();
   private readonly endpoints = new Map<string, Endpoint>();
 
+  /** `freeSocketMs`: how long a pooled connection may sit unused (FREE_SOCKET_MS; tests shorten it). */
+  constructor(private readonly freeSocketMs = FREE_SOCKET_MS) {}
+
   send(req: UpstreamRequest): Promise<UpstreamResponse> {
     let endpoint: Endpoint;
     try {
@@ -112,6 +127,8 @@ export class UpstreamHttp {
       headers: requestHeaders(req, payload),
       auth: endpoint.auth,
       agent: endpoint.transport === https ? agents.https : agents.http,
+      // The agent's idle timer is for pooled sockets only (upstreamAgent).
+      timeout: 0,
     };
     return new Promise<UpstreamResponse>((resolve, reject) => new UpstreamCall(req, resolve, reject).start(endpoint.transport, options, payload));
   }
@@ -155,7 +172,7 @@ export class UpstreamHttp {
     const key = `${poolKey}:${connectMs}`;
     let a = this.agents.get(key);
     if (!a) {
-      a = { http: upstreamAgent(http.Agent, connectMs), https: upstreamAgent(https.Agent, connectMs) };
+      a = { http: upstreamAgent(http.Agent, connectMs, this.freeSocketMs), https: upstreamAgent(https.Agent, connectMs, this.freeSocketMs) };
       this.agents.set(key, a);
     }
     return a;
