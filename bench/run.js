@@ -25,7 +25,8 @@
  *   --keep-build       keep bench/.build/<run>/ (the gateway built for this run)
  *   --floor            the chat section also runs the Express reference proxy of `npm run bench:floor`
  *                      (lib/floor-proxy.js) in its alternation, with the same body: the gateway's CPU
- *                      per request over the floor's, paired by run (the budget's "× the Express floor")
+ *                      per request over the floor's, paired by run (the budget's "× the Express floor");
+ *                      the stream section likewise, with the floor's own added TTFB and gap p99
  *   --otel             add the otel section: what OpenTelemetry tracing costs. A second gateway with
  *                      tracing on exports to a local OTLP sink (lib/otlp-sink.js); non-streaming chat
  *                      runs alternate between the gateway with tracing off and the one with it on, CPU
@@ -203,8 +204,6 @@ async function main() {
       direct: { url: fake.url, path: '/v1/chat/completions', model: { json: 'bench-model', delay: 'bench-delay', slow: 'bench-slow' }, headers: {} },
       gateway: { url: gw.url, path: '/v1/chat/completions', model: { json: 'bench', delay: 'bench-delay', slow: 'bench-slow' }, headers: { authorization: `Bearer ${KEY}` } },
     };
-    // Alternate which side goes first, so drift and noise fall on both alike.
-    const order = (run) => (run % 2 === 0 ? ['direct', 'gateway'] : ['gateway', 'direct']);
 
     // Sanity: one request each way must succeed before anything is measured.
     for (const side of ['direct', 'gateway']) {
@@ -221,7 +220,7 @@ async function main() {
       await runStreams({ url: t.url, path: t.path, body: chatBody(t.model.delay, { stream: true }), headers: t.headers, concurrency: 8, seconds: p.warmupSeconds });
     }
 
-    if (want('chat') && args.floor) {
+    if ((want('chat') || want('stream')) && args.floor) {
       const floor = await procs.startFloorProxy('express', fake.port);
       cleanups.push(() => floor.stop());
       targets.floor = { url: floor.url, path: '/v1/chat/completions', model: targets.direct.model, headers: {}, pid: floor.pid };
@@ -231,7 +230,7 @@ async function main() {
     if (want('chat')) report.sections.chat = await chatSection(p, targets, gw, fake);
     if (want('responses')) report.sections.responses = await responsesSection(p, targets, gw);
     if (want('otel')) report.sections.otel = await otelSection(p, targets, gw, { build, env, tmp, cleanups });
-    if (want('stream')) report.sections.stream = await streamSection(p, targets, order);
+    if (want('stream')) report.sections.stream = await streamSection(p, targets);
     if (want('soak')) {
       const fresh = await freshGw();
       report.sections.soak = { ...(await soakSection(p, targets, gw)), fresh_gateway: fresh };
@@ -472,12 +471,15 @@ function totals(runs) {
 }
 
 /** Streams with a delay between chunks: TTFB, per-chunk transit and gaps vs the fake's send times. */
-async function streamSection(p, targets, order) {
+async function streamSection(p, targets) {
+  // With --floor, the Express reference proxy streams too: each event parsed and re-serialised, the
+  // least a gateway does per chunk, so its added gap is what Node.js and Express cost on this machine.
+  const sides = targets.floor ? ['direct', 'floor', 'gateway'] : ['direct', 'gateway'];
   const levels = [];
   for (const concurrency of p.stream.concurrency) {
-    const runs = { direct: [], gateway: [] };
+    const runs = Object.fromEntries(sides.map((s) => [s, []]));
     for (let run = 0; run < p.runs; run++) {
-      for (const side of order(run)) {
+      for (const side of run % 2 === 0 ? sides : [...sides].reverse()) {
         const t = targets[side];
         const r = await runStreams({ url: t.url, path: t.path, body: chatBody(t.model.delay, { stream: true }), headers: t.headers, concurrency, seconds: p.stream.seconds });
         const ct = chunkTimings(r.streams, p.stream.chunks);
@@ -510,6 +512,16 @@ async function streamSection(p, targets, order) {
       interval_ms: p.stream.delayMs,
       direct: summarise(runs.direct, keys),
       gateway: summarise(runs.gateway, keys),
+      ...(runs.floor
+        ? {
+            floor: summarise(runs.floor, keys),
+            // The Express floor's own added figures, paired with the direct run of the same round.
+            floor_added_ms: {
+              ttfb_p50: summary(runs.direct.map((d, i) => runs.floor[i].ttfb_p50 - d.ttfb_p50)),
+              between_chunks_p99: summary(runs.direct.map((d, i) => runs.floor[i].gap_p99 - d.gap_p99)),
+            },
+          }
+        : {}),
       added_ms: {
         ttfb_p50: summary(pairs.map(({ d, g }) => g.ttfb_p50 - d.ttfb_p50)),
         ttfb_p99: summary(pairs.map(({ d, g }) => g.ttfb_p99 - d.ttfb_p99)),
@@ -532,7 +544,8 @@ async function streamSection(p, targets, order) {
     };
     log(
       `stream c=${concurrency}: added TTFB p50 ${level.added_ms.ttfb_p50.median} ms, between chunks p50 ${level.added_ms.between_chunks_p50.median} ` +
-        `p99 ${level.added_ms.between_chunks_p99.median} ms, held ${level.totals.gateway.held}, missing ${level.totals.gateway.missing}`,
+        `p99 ${level.added_ms.between_chunks_p99.median} ms, held ${level.totals.gateway.held}, missing ${level.totals.gateway.missing}` +
+        (level.floor_added_ms ? `; Express floor added TTFB p50 ${level.floor_added_ms.ttfb_p50.median}, between chunks p99 ${level.floor_added_ms.between_chunks_p99.median} ms` : ''),
     );
     levels.push(level);
   }

@@ -2,7 +2,8 @@
 /**
  * A reference proxy for `npm run bench:floor`: the least a Node.js gateway can do per request — read
  * the client's JSON body, parse it, POST it re-serialised to the upstream over a keep-alive agent,
- * read and parse the answer, write it back re-serialised. `node floor-proxy.js <kind> <upstreamPort>`
+ * read and parse the answer, write it back re-serialised (a stream: each event parsed and written
+ * re-serialised as it comes). `node floor-proxy.js <kind> <upstreamPort>`
  * with kind `node` (plain node:http server) or `express` (the same handler as an Express route).
  * Prints `{"port":N}` once listening.
  */
@@ -30,8 +31,46 @@ function upstream(body) {
   });
 }
 
+/**
+ * A stream: the least a gateway does per event — split the upstream's SSE into events, parse each
+ * event's JSON and write it re-serialised as its own event (the socket's Nagle off, as the gateway's).
+ */
+function stream(body, res) {
+  return new Promise((resolve, reject) => {
+    const up = http.request(
+      { host: '127.0.0.1', port: upstreamPort, path: '/v1/chat/completions', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (answer) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+        res.socket.setNoDelay(true);
+        answer.setEncoding('utf8');
+        let buffered = '';
+        answer.on('data', (text) => {
+          buffered += text;
+          let end;
+          while ((end = buffered.indexOf('\n\n')) >= 0) {
+            const event = buffered.slice(0, end);
+            buffered = buffered.slice(end + 2);
+            if (!event.startsWith('data: ')) continue;
+            const data = event.slice(6);
+            res.write(data === '[DONE]' ? 'data: [DONE]\n\n' : `data: ${JSON.stringify(JSON.parse(data))}\n\n`);
+          }
+        });
+        answer.on('end', () => {
+          res.end();
+          resolve();
+        });
+        answer.on('error', reject);
+      },
+    );
+    up.on('error', reject);
+    res.on('close', () => up.destroy());
+    up.end(body);
+  });
+}
+
 async function handle(req, res) {
   const request = JSON.parse(await readBody(req));
+  if (request.stream === true) return stream(JSON.stringify(request), res);
   const answer = JSON.stringify(JSON.parse(await upstream(JSON.stringify(request))));
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
   res.end(answer);
