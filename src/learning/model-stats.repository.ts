@@ -211,7 +211,8 @@ const REWRITE = `
  * its excursion rose steadily, by at least $2 per sample (else 0: an excursion that wanders up by
  * chance, as a stationary one often does, is no reason to follow a model up); while the test is held
  * (a re-try of a starved model, cusum.ts), how far the held test is towards its alarm ($3 = hHeld),
- * and that it is held: routing follows it up until it decides (at most holdMax answers).
+ * and that it is held: routing re-tries it until it decides (at most holdMax answers), following it
+ * up while its answers lean to a rise (learned-score.ts retryPick).
  */
 /** The rise statistic's mean increase per sample of its excursion that makes it steady (a sample at ≥ 1σ above the reference adds ≥ 0.75). */
 export const RISE_STEADY = 0.75;

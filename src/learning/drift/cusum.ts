@@ -17,10 +17,13 @@
  * by Wald's sequential probability ratio test between "as before" and "risen by 2·kHeld standard
  * deviations": held = Σ (z − kHeld) over the samples since the hold, z read against the reference
  * mean raised by holdMargin of its standard errors (a reference of three samples that came out low
- * by chance must not make an unchanged model look risen). A rise when it passes hHeld (an alarm,
+ * by chance must not make an unchanged model look risen; an allowance kHeld above the half-shift does
+ * the same at less cost to a true rise, drift.repository.ts). A rise when it passes hHeld (an alarm,
  * however small the reference), "as before" when it falls below −holdEnd or after holdMax samples
  * (the hold ends and its samples join the reference). Only a rise is tested: a model routing does
- * not serve gains nothing from a drop being found. The CUSUM statistics rest meanwhile.
+ * not serve gains nothing from a drop being found. The CUSUM statistics rest meanwhile. Routing
+ * serves a held model the answers its test needs, at a worse model's price for an unchanged one, so
+ * the bounds are near: a short hold that misses a rise leaves it to the next gap's hold.
  *
  * Each later sample x is standardised against the reference as it stood before it (`standardise`:
  * the predictive t of a new sample given the reference's n, mapped to a normal deviate; for a large
@@ -106,7 +109,7 @@ const idle = (): Excursion => ({ s: 0, start: null, n: 0, sum: 0, sumSq: 0 });
 const MIN_REFERENCE = 5;
 /**
  * A held reference needs fewer: the held test reads it with the spread shrunk towards priorSd and
- * its mean raised by holdMargin standard errors, and a model routing starved may have had only three
+ * an allowance above the half-shift (kHeld), and a model routing starved may have had only three
  * answers (README "Drift: change detection" gives the false alarms this costs).
  */
 const MIN_HOLD = 3;

@@ -43,7 +43,7 @@ export interface Assessment extends TargetRef {
   served: { lastAt: Date; requestsSince: number } | null;
   /** The outcome test's rise statistic over its alarm threshold (0 without one). */
   riseEvidence: number;
-  /** The outcome test is held on a re-try of the starved candidate (cusum.ts): it needs answers to decide. */
+  /** The outcome test is held on a re-try of the starved candidate (cusum.ts): it needs answers to decide (riseEvidence is then its own statistic's, > 0 while its answers lean to a rise). */
   riseTesting: boolean;
 }
 
@@ -360,14 +360,21 @@ const WITHIN_REACH = 2;
  * is never served cannot show that it got better: the exploration floor does not reach it. So a
  * candidate other than the pick is re-tried when
  *   starved  it has served before, but none of the organisation's last `after_requests` requests, or
- *            none for `after_seconds`: for a `share` of the requests;
+ *            none for `after_seconds`; or its outcome test is held (cusum.ts: a re-try's answers tested
+ *            against what the model was) and has no answer yet or its answers lean to "as before":
+ *            for a `share` of the requests;
  *   rising   its outcome test has a steady rise at least RISE_FOLLOW_UP of the way to an alarm (the
- *            re-try's answers ran above its record), or is testing a re-try's answers against what
- *            the model was (held, cusum.ts: at most holdMax answers), and its live draws do not reach the favourite
- *            (else Thompson sampling serves it already): for a `rising_share` of the requests, so the
- *            few samples that confirm or dismiss a rise come in tens of sessions rather than thousands;
- * the rising one with the highest statistic, the longest starved one, each in its own share of u
- * (together at most `rising_share` + `share`). u is a uniform drawn from the
+ *            re-try's answers ran above its record), or is held and its answers lean to a rise, and
+ *            its live draws do not reach the favourite (else Thompson sampling serves it already): for
+ *            a `rising_share` of the requests, so the few samples that confirm a rise come in tens of
+ *            sessions rather than thousands;
+ * the rising one with the highest statistic, the held or else the longest starved one, each in its
+ * own share of u (together at most `rising_share` + `share`). A held test is what costs: most holds
+ * are of a model that did not change, served until its test says so, and answers come a beat after
+ * the requests. Followed up from the hold on, an unchanged model was served about twice the sessions
+ * its test's answers needed (the follow-ups of the beats until an answer came); at the starved share
+ * until an answer leans to a rise, about what they need, and a rise is followed up from its first
+ * answer above the record on. u is a uniform drawn from the
  * request id, not from the live random source: the draws of every other decision are unchanged, and
  * explain shows what chat would do for the same id. Returns the candidate to put first, or null.
  */
@@ -386,8 +393,16 @@ export function retryPick(
     if (i === winner) continue;
     const x = a[i];
     const reach = x.score + WITHIN_REACH * explorationScale(x.n, e) * Math.sqrt(x.variance);
-    if ((x.riseEvidence >= RISE_FOLLOW_UP || x.riseTesting) && reach < a[winner].score) {
+    const leansUp = x.riseTesting ? x.riseEvidence > 0 : x.riseEvidence >= RISE_FOLLOW_UP;
+    if (leansUp && reach < a[winner].score) {
       if (!rising || x.riseEvidence > rising.key) rising = { index: i, key: x.riseEvidence };
+      continue;
+    }
+    if (x.riseTesting && reach < a[winner].score && (!x.served || x.served.requestsSince < p.after_requests)) {
+      // Held, waiting for an answer or leaning to "as before": its test ends first, at the starved
+      // share. For a gap at most: a test whose answers do not come (feedback is rare) must not keep
+      // the other starved candidates from their turns; it is then one of them.
+      if (!starved || starved.key < Number.POSITIVE_INFINITY) starved = { index: i, key: Number.POSITIVE_INFINITY };
       continue;
     }
     if (!x.served) continue;

@@ -4,9 +4,9 @@ import type { RoutingDecision, RoutingInput } from '../routing.types';
 
 /**
  * Starved candidates re-tried (routing.retry_starved, README "Routing that learns"): a feedback_driven
- * candidate that routing has starved gets a small, bounded share of the requests again, and one whose
- * re-tried answers run steadily above its record gets a larger, still bounded one; the pick says so in
- * its evidence.
+ * candidate that routing has starved gets a small, bounded share of the requests again (and keeps it
+ * while the re-try's answers are tested), and one whose re-tried answers run above its record gets a
+ * larger, still bounded one; the pick says so in its evidence.
  */
 const NOW = new Date('2025-01-10T12:00:00.000Z');
 const HOUR = 3_600_000;
@@ -100,12 +100,42 @@ describe('starved candidates re-tried', () => {
     expect(tally((i) => route(i), N)).toEqual({ weakFirst: 0, retries: {} });
   });
 
-  it('a re-try whose answers are being tested (held, statistic not yet up) is followed up until the test decides', () => {
+  it('a re-try whose answers are being tested (held) with none yet, or leaning to "as before", is re-tried at `share` until the test decides, though it served just now', () => {
     const { weak, route } = setup();
     weak({ served: { lastAt: NOW, requestsSince: 1 }, riseEvidence: 0, riseTesting: true });
     const t = tally((i) => route(i), N);
+    expect(Object.keys(t.retries)).toEqual(['starved']);
+    expect(t.weakFirst).toBe(t.retries.starved);
+    expect(within(t.weakFirst, 0.05)).toBe(true);
+  });
+
+  it('a held test whose answers lean to a rise is followed up at `rising_share`, however small its statistic', () => {
+    const { weak, route } = setup();
+    weak({ served: { lastAt: NOW, requestsSince: 1 }, riseEvidence: 0.01, riseTesting: true });
+    const t = tally((i) => route(i), N);
     expect(Object.keys(t.retries)).toEqual(['rising']);
     expect(within(t.weakFirst, 0.2)).toBe(true);
+  });
+
+  it('a held test takes the starved turns before a candidate starved longer: its test ends first', () => {
+    const { stats } = setup();
+    stats.set({ orgId: 'acme', provider: 'p', model: 'weak', n: 60, outcomeMean: 0.4, outcomeVar: 0.04, requests: 60, served: { lastAt: NOW, requestsSince: 2 }, riseEvidence: 0, riseTesting: true });
+    stats.set({ orgId: 'acme', provider: 'p', model: 'old', n: 60, outcomeMean: 0.3, outcomeVar: 0.04, requests: 60, served: { lastAt: NOW, requestsSince: 600 } });
+    const service = new RoutingService(makeConfig(yaml().replace('targets: [p/best, p/weak]', 'targets: [p/best, p/weak, p/old]').replace('  weak: { provider: p, quality: 0.5 }', '  weak: { provider: p, quality: 0.5 }\n  old: { provider: p, quality: 0.5 }')), stats, new FakeRegressions(), new FixedClock(NOW));
+    let weakFirst = 0;
+    let oldFirst = 0;
+    for (let i = 0; i < N; i++) {
+      const d = service.route(makeInput({ requestId: `req-${i}`, mode: 'live', random: seededRandom(1000 + i) }));
+      if (d.plan[0].model === 'weak') weakFirst++;
+      if (d.plan[0].model === 'old') oldFirst++;
+    }
+    expect(oldFirst).toBe(0);
+    expect(within(weakFirst, 0.05)).toBe(true);
+    // For a gap at most: a held test that got no answer over after_requests requests is one starved candidate among the others, the longest starved first.
+    stats.set({ orgId: 'acme', provider: 'p', model: 'weak', n: 60, outcomeMean: 0.4, outcomeVar: 0.04, requests: 60, served: { lastAt: NOW, requestsSince: 550 }, riseEvidence: 0, riseTesting: true });
+    const later = tally((i) => service.route(makeInput({ requestId: `req-${i}`, mode: 'live', random: seededRandom(1000 + i) })), N);
+    expect(within(later.retries.starved ?? 0, 0.05)).toBe(true);
+    expect(later.weakFirst).toBe(0);
   });
 
   it('a rise being followed up does not take the starved candidate\'s turns: each has its own share', () => {
