@@ -156,7 +156,10 @@ function renderMarkdown(r) {
   const soak = r.sections.soak;
   if (soak) {
     out.push('');
-    out.push(`**Soak** (${soak.seconds} s of JSON + delayed and instant streams, 1 in 20 delayed streams aborted by the client)`);
+    out.push(
+      `**Soak** (${soak.seconds} s of JSON + delayed and instant streams, 1 in 20 delayed streams aborted by the client; RSS before and after = ` +
+        `the lowest of ${soak.after.rss_samples ?? 1} samples 1 s apart at rest${soak.after.rss_first_sample_mib != null ? `, first samples ${fmt(soak.before.rss_first_sample_mib, 1)} and ${fmt(soak.after.rss_first_sample_mib, 1)}` : ''})`,
+    );
     out.push('');
     out.push('| RSS before | RSS after | growth | peak | heap before | heap after | JSON requests | streams | aborted | non-2xx + errors |');
     out.push('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
