@@ -2,9 +2,34 @@ import http from 'node:http';
 import zlib from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { UpstreamError } from '../upstream-error';
-import { UpstreamHttp } from './upstream-http';
+import { UpstreamHttp, UpstreamRequest } from './upstream-http';
 
 const TIMEOUTS = { connectMs: 1_000, firstTokenMs: 1_000, idleMs: 1_000, totalMs: 5_000 };
+
+/** Listens on loopback; resolves the server's chat completions URL. */
+async function listen(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
+}
+
+/** A JSON request to `url` (fields of `over` replace the defaults). */
+function request(url: string, over: Partial<UpstreamRequest> = {}): UpstreamRequest {
+  return {
+    poolKey: 'p', url, headers: {}, body: {}, signal: new AbortController().signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: false,
+    statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
+    ...over,
+  };
+}
+
+/** Ends a test server and its connections (and the client's pools, when given). */
+async function close(server: http.Server, client?: UpstreamHttp): Promise<void> {
+  client?.destroy();
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+}
+
+/** The whole answer's text. */
+const textOf = async (client: UpstreamHttp, req: UpstreamRequest) => UpstreamHttp.text((await client.send(req)).body);
 
 describe('UpstreamHttp content-encoding', () => {
   let server: http.Server;
@@ -19,21 +44,14 @@ describe('UpstreamHttp content-encoding', () => {
       res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': encoding, 'content-length': payload.length });
       res.end(payload);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
+    url = await listen(server);
   });
   afterAll(async () => {
     client.destroy();
     await new Promise((resolve) => server.close(resolve));
   });
 
-  const read = async () => {
-    const r = await client.send({
-      poolKey: 'p', url, headers: {}, body: {}, signal: new AbortController().signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: false,
-      statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
-    });
-    return UpstreamHttp.text(r.body);
-  };
+  const read = () => textOf(client, request(url));
 
   it('decodes a gzip answer', async () => {
     encoding = 'gzip';
@@ -70,20 +88,11 @@ describe('UpstreamHttp streams and the keep-alive pool', () => {
       res.on('close', () => clearInterval(more));
     });
     server.on('connection', () => connections++);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
+    url = await listen(server);
   });
-  afterAll(async () => {
-    client.destroy();
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+  afterAll(() => close(server, client));
 
-  const open = (signal: AbortSignal) =>
-    client.send({
-      poolKey: 'pool', url, headers: {}, body: {}, signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: true,
-      statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
-    });
+  const open = (signal: AbortSignal) => client.send(request(url, { poolKey: 'pool', signal, stream: true }));
   /** One stream, read until its `[DONE]` event and no further (as the OpenAI stream reader does). */
   const untilDone = async () => {
     const r = await open(new AbortController().signal);
@@ -161,22 +170,11 @@ describe('UpstreamHttp and an upstream that closes idle connections', () => {
     // The upstream's own idle timer, announced as `Keep-Alive: timeout=3`.
     server.keepAliveTimeout = 3_000;
     server.on('connection', () => connections++);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
+    url = await listen(server);
   });
-  afterAll(async () => {
-    client.destroy();
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+  afterAll(() => close(server, client));
 
-  const call = async () => {
-    const r = await client.send({
-      poolKey: 'idle', url, headers: {}, body: {}, signal: new AbortController().signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: false,
-      statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
-    });
-    return UpstreamHttp.text(r.body);
-  };
+  const call = () => textOf(client, request(url, { poolKey: 'idle' }));
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   it('a pooled connection the upstream closed as the request went out: the request is sent again on a new connection, once', async () => {
@@ -194,18 +192,12 @@ describe('UpstreamHttp and an upstream that closes idle connections', () => {
     const reject = http.createServer((req) => req.socket.resetAndDestroy());
     let attempts = 0;
     reject.on('connection', () => attempts++);
-    await new Promise<void>((resolve) => reject.listen(0, '127.0.0.1', resolve));
-    const rejectUrl = `http://127.0.0.1:${(reject.address() as AddressInfo).port}/v1/chat/completions`;
+    const rejectUrl = await listen(reject);
     try {
-      await expect(
-        client.send({
-          poolKey: 'reject', url: rejectUrl, headers: {}, body: {}, signal: new AbortController().signal, timeouts: TIMEOUTS, maxBytes: 1 << 20, stream: false,
-          statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
-        }),
-      ).rejects.toMatchObject({ kind: 'network' });
+      await expect(client.send(request(rejectUrl, { poolKey: 'reject' }))).rejects.toMatchObject({ kind: 'network' });
       expect(attempts).toBe(1);
     } finally {
-      await new Promise((resolve) => reject.close(resolve));
+      await close(reject);
     }
   });
 
@@ -228,17 +220,11 @@ describe('UpstreamHttp and an upstream that closes idle connections', () => {
       res.write('data: {"n":1}\n\n');
       setTimeout(() => res.end('data: [DONE]\n\n'), 1_500);
     });
-    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
-    const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/v1/chat/completions`;
+    const slowUrl = await listen(slow);
     try {
-      const r = await client.send({
-        poolKey: 'slow', url: slowUrl, headers: {}, body: {}, signal: new AbortController().signal, timeouts: { ...TIMEOUTS, idleMs: 3_000 }, maxBytes: 1 << 20, stream: true,
-        statusError: (status) => new UpstreamError('status', `upstream answered ${status}`, { status }),
-      });
-      expect(await UpstreamHttp.text(r.body)).toContain('[DONE]');
+      expect(await textOf(client, request(slowUrl, { poolKey: 'slow', stream: true, timeouts: { ...TIMEOUTS, idleMs: 3_000 } }))).toContain('[DONE]');
     } finally {
-      slow.closeAllConnections();
-      await new Promise((resolve) => slow.close(resolve));
+      await close(slow);
     }
   });
 });
