@@ -275,17 +275,22 @@ async function main() {
   log(`wrote ${path.relative(process.cwd(), outFile) || outFile}`);
 }
 
+/** The sides a section alternates: direct, the Express floor with --floor, the gateway. */
+const sidesOf = (targets) => (targets.floor ? ['direct', 'floor', 'gateway'] : ['direct', 'gateway']);
+/** The sides in run `run`'s order: reversed every other run, so drift and noise fall on every side alike. */
+const inTurn = (sides, run) => (run % 2 === 0 ? sides : [...sides].reverse());
+
 /**
  * Non-streaming chat at 1, 32 and 128 connections, direct vs through the gateway (and, with
  * --floor, through the Express reference proxy), the order of the sides flipped every run.
  */
 async function chatSection(p, targets, gw, fake) {
-  const sides = targets.floor ? ['direct', 'floor', 'gateway'] : ['direct', 'gateway'];
+  const sides = sidesOf(targets);
   const levels = [];
   for (const connections of p.chat.connections) {
     const runs = Object.fromEntries(sides.map((s) => [s, []]));
     for (let run = 0; run < p.runs; run++) {
-      for (const side of run % 2 === 0 ? sides : [...sides].reverse()) {
+      for (const side of inTurn(sides, run)) {
         const t = targets[side];
         const pid = side === 'gateway' ? gw.pid : side === 'floor' ? t.pid : fake.pid;
         const cpu0 = procs.cpuTimes(pid);
@@ -474,12 +479,12 @@ function totals(runs) {
 async function streamSection(p, targets) {
   // With --floor, the Express reference proxy streams too: each event parsed and re-serialised, the
   // least a gateway does per chunk, so its added gap is what Node.js and Express cost on this machine.
-  const sides = targets.floor ? ['direct', 'floor', 'gateway'] : ['direct', 'gateway'];
+  const sides = sidesOf(targets);
   const levels = [];
   for (const concurrency of p.stream.concurrency) {
     const runs = Object.fromEntries(sides.map((s) => [s, []]));
     for (let run = 0; run < p.runs; run++) {
-      for (const side of run % 2 === 0 ? sides : [...sides].reverse()) {
+      for (const side of inTurn(sides, run)) {
         const t = targets[side];
         const r = await runStreams({ url: t.url, path: t.path, body: chatBody(t.model.delay, { stream: true }), headers: t.headers, concurrency, seconds: p.stream.seconds });
         const ct = chunkTimings(r.streams, p.stream.chunks);

@@ -8,6 +8,7 @@
  * Prints `{"port":N}` once listening.
  */
 const http = require('node:http');
+const { splitEvents } = require('./streams');
 
 const [kind, upstreamPort] = [process.argv[2], Number(process.argv[3])];
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
@@ -20,16 +21,18 @@ const readBody = (stream) =>
     stream.on('error', reject);
   });
 
-function upstream(body) {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: '127.0.0.1', port: upstreamPort, path: '/v1/chat/completions', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
-      (res) => readBody(res).then(resolve, reject),
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
+/** A POST of `body` to the fake upstream over the keep-alive agent; `onAnswer` gets the response. */
+function post(body, onAnswer, reject) {
+  const req = http.request(
+    { host: '127.0.0.1', port: upstreamPort, path: '/v1/chat/completions', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+    onAnswer,
+  );
+  req.on('error', reject);
+  req.end(body);
+  return req;
 }
+
+const upstream = (body) => new Promise((resolve, reject) => post(body, (res) => readBody(res).then(resolve, reject), reject));
 
 /**
  * A stream: the least a gateway does per event — split the upstream's SSE into events, parse each
@@ -37,19 +40,17 @@ function upstream(body) {
  */
 function stream(body, res) {
   return new Promise((resolve, reject) => {
-    const up = http.request(
-      { host: '127.0.0.1', port: upstreamPort, path: '/v1/chat/completions', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+    const up = post(
+      body,
       (answer) => {
         res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
         res.socket.setNoDelay(true);
         answer.setEncoding('utf8');
-        let buffered = '';
+        let rest = '';
         answer.on('data', (text) => {
-          buffered += text;
-          let end;
-          while ((end = buffered.indexOf('\n\n')) >= 0) {
-            const event = buffered.slice(0, end);
-            buffered = buffered.slice(end + 2);
+          let events;
+          [events, rest] = splitEvents(rest + text);
+          for (const event of events) {
             if (!event.startsWith('data: ')) continue;
             const data = event.slice(6);
             res.write(data === '[DONE]' ? 'data: [DONE]\n\n' : `data: ${JSON.stringify(JSON.parse(data))}\n\n`);
@@ -61,10 +62,9 @@ function stream(body, res) {
         });
         answer.on('error', reject);
       },
+      reject,
     );
-    up.on('error', reject);
     res.on('close', () => up.destroy());
-    up.end(body);
   });
 }
 

@@ -13,8 +13,9 @@ function evaluateBudget(report) {
   const mem = report.sections.memory?.levels ?? [];
   const tenK = mem.find((l) => l.requested === 10000);
   const soak = report.sections.soak;
-  const worstGap = streams.length ? Math.max(...streams.map((l) => l.added_ms.between_chunks_p99.median ?? Infinity)) : null;
-  const worstLevel = streams.find((l) => l.added_ms.between_chunks_p99.median === worstGap);
+  const gapOf = (l) => l.added_ms.between_chunks_p99.median ?? Infinity;
+  const worstLevel = streams.reduce((w, l) => (w && gapOf(w) >= gapOf(l) ? w : l), null);
+  const worstGap = worstLevel ? gapOf(worstLevel) : null;
   const floorNote = (l, key) => (l?.floor_added_ms ? `the Express floor of the same run: ${fmt(l.floor_added_ms[key].median, 3)} ms` : undefined);
   const item = (name, limit, value, met, note) => ({ name, limit, value: value ?? null, met: value === null || value === undefined ? null : met, ...(note ? { note } : {}) });
   const v32 = at(32);

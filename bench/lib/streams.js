@@ -204,4 +204,4 @@ function openSlowStreams({ url, path, body, headers, count, batch = 250, batchGa
   };
 }
 
-module.exports = { streamOnce, runStreams, chunkTimings, openSlowStreams };
+module.exports = { splitEvents, streamOnce, runStreams, chunkTimings, openSlowStreams };

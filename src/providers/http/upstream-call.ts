@@ -126,6 +126,8 @@ export class UpstreamCall {
   private onRequestError(err: Error): void {
     if (this.responded) return; // the body reader sees it (or nobody reads any more)
     if (this.deadPooledConnection(err)) {
+      // The agent's other idle connections sat as long: closed too, so the re-send opens a new one.
+      closeIdle(this.options.agent as http.Agent);
       this.resent = true;
       this.send();
       return;
@@ -138,18 +140,13 @@ export class UpstreamCall {
   /**
    * The request went out on a pooled connection that the upstream had closed (a reset or a broken
    * pipe before any byte of an answer): the upstream closes an idle connection on its own timer, and
-   * a request that meets the close was never read. It is sent once more on a new connection, and the
-   * agent's other idle connections, which sat as long, are closed first. Nothing else is repeated: a
-   * reset on a new connection, or after an answer began, is the upstream's failure (fallback decides).
+   * a request that meets the close was never read, so it is sent once more on a new connection.
+   * Nothing else is repeated: a reset on a new connection, or after an answer began, is the upstream's
+   * failure (fallback decides).
    */
   private deadPooledConnection(err: Error): boolean {
     const code = (err as { code?: string }).code;
-    if (this.resent || this.failure || !this.outgoing.reusedSocket || (code !== 'ECONNRESET' && code !== 'EPIPE')) return false;
-    const agent = this.options.agent;
-    if (agent instanceof Object && 'freeSockets' in agent) {
-      for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
-    }
-    return true;
+    return !this.resent && !this.failure && this.outgoing.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE');
   }
 
   /** Status and headers are in: an answer resolves with its body unread; any other status rejects with the family's error. */
@@ -238,6 +235,11 @@ export class UpstreamCall {
       }
     } else this.idle?.refresh();
   }
+}
+
+/** Destroys the agent's pooled (idle) connections; those in use are left alone. */
+function closeIdle(agent: http.Agent): void {
+  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
 }
 
 /** The body as the reader sees it: decoded when a non-streaming answer came compressed (streams ask for `identity`). */

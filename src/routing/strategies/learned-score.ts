@@ -389,20 +389,22 @@ export function retryPick(
   if (!p.enabled) return null;
   let rising: { index: number; key: number } | null = null;
   let starved: { index: number; key: number } | null = null;
+  /** A held test waiting for an answer or leaning to "as before" (the first such): it takes the starved turns. */
+  let held: number | null = null;
   for (let i = 0; i < a.length; i++) {
     if (i === winner) continue;
     const x = a[i];
-    const reach = x.score + WITHIN_REACH * explorationScale(x.n, e) * Math.sqrt(x.variance);
+    const outOfReach = x.score + WITHIN_REACH * explorationScale(x.n, e) * Math.sqrt(x.variance) < a[winner].score;
     const leansUp = x.riseTesting ? x.riseEvidence > 0 : x.riseEvidence >= RISE_FOLLOW_UP;
-    if (leansUp && reach < a[winner].score) {
+    if (leansUp && outOfReach) {
       if (!rising || x.riseEvidence > rising.key) rising = { index: i, key: x.riseEvidence };
       continue;
     }
-    if (x.riseTesting && reach < a[winner].score && (!x.served || x.served.requestsSince < p.after_requests)) {
-      // Held, waiting for an answer or leaning to "as before": its test ends first, at the starved
-      // share. For a gap at most: a test whose answers do not come (feedback is rare) must not keep
-      // the other starved candidates from their turns; it is then one of them.
-      if (!starved || starved.key < Number.POSITIVE_INFINITY) starved = { index: i, key: Number.POSITIVE_INFINITY };
+    if (x.riseTesting && outOfReach && (!x.served || x.served.requestsSince < p.after_requests)) {
+      // Its test ends first, at the starved share. For a gap at most: a test whose answers do not
+      // come (feedback is rare) must not keep the other starved candidates from their turns; it is
+      // then one of them.
+      held ??= i;
       continue;
     }
     if (!x.served) continue;
@@ -414,6 +416,7 @@ export function retryPick(
   // Disjoint shares of u: a candidate being followed up must not take the starved one's turns.
   const risingShare = rising ? p.rising_share : 0;
   if (rising && u < risingShare) return { index: rising.index, reason: 'rising' };
-  if (starved && u >= risingShare && u < risingShare + p.share) return { index: starved.index, reason: 'starved' };
+  const retried = held ?? starved?.index;
+  if (retried !== undefined && u >= risingShare && u < risingShare + p.share) return { index: retried, reason: 'starved' };
   return null;
 }
