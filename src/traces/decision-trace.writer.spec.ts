@@ -197,6 +197,37 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
       expect(inserts()).toBe(3);
     });
 
+    it('a flush (as the interval) writes what waited when it began; what arrives during its write waits for a whole batch', async () => {
+      const { writer, sql, count, inserts } = await rig({ flushIntervalMs: 60_000, batchSize: 10 });
+      sql.delayMs = 100;
+      for (let i = 0; i < 3; i++) writer.record(makeTrace());
+      const flushed = writer.flush();
+      await sleep(20);
+      for (let i = 0; i < 4; i++) writer.record(makeTrace());
+      await flushed;
+      await sleep(150);
+      expect(await count()).toBe(3);
+      expect(inserts()).toBe(1);
+      expect(writer.depth).toBe(4);
+      // Arrivals that fill a batch are written at once, and the shutdown writes the rest.
+      for (let i = 0; i < 8; i++) writer.record(makeTrace());
+      await eventually(async () => (await count()) === 13);
+      expect(writer.depth).toBe(2);
+      await writer.beforeApplicationShutdown();
+      expect(await count()).toBe(15);
+    });
+
+    it('the shutdown also writes the traces recorded while it writes', async () => {
+      const { writer, sql, count } = await rig({ flushIntervalMs: 60_000, batchSize: 10 });
+      sql.delayMs = 50;
+      for (let i = 0; i < 3; i++) writer.record(makeTrace());
+      const stopped = writer.beforeApplicationShutdown();
+      await sleep(20);
+      for (let i = 0; i < 4; i++) writer.record(makeTrace());
+      await stopped;
+      expect(await count()).toBe(7);
+    });
+
     it('stores values the table would refuse as NULL instead of losing the batch', async () => {
       const { writer, rows } = await rig();
       // A failed attempt carrying more than its four fields (an upstream message) stores only those four.

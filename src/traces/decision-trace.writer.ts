@@ -113,8 +113,8 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
   private readonly queue = new Queue<DecisionTrace>();
   private inFlight = 0;
   private draining: Promise<void> | undefined;
-  /** The running drain writes everything waiting, not only whole batches (see drain). */
-  private drainAll = false;
+  /** How many traces the running drain writes even as a batch short of full: what was waiting when the interval, a flush or the shutdown asked (see drain). */
+  private owed = 0;
   private failures = 0;
   private retryAt = 0;
   private closed = false;
@@ -256,8 +256,9 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
   }
 
   /**
-   * Writes what is buffered now, ignoring any back-off. Resolves when the buffer is empty or a write
-   * failed (the traces then stay buffered for the next attempt); never rejects.
+   * Writes what is buffered now, ignoring any back-off. Resolves when those traces are written or a
+   * write failed (the traces then stay buffered for the next attempt); never rejects. Traces recorded
+   * meanwhile are written only as whole batches.
    */
   async flush(): Promise<void> {
     if (this.draining) await this.draining;
@@ -277,6 +278,11 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
         (async () => {
           await this.spoolOpening;
           await this.flush();
+          // Requests still finishing record traces while it writes: written too, while each flush leaves fewer.
+          for (let left = Infinity; this.failures === 0 && this.queue.size > 0 && this.queue.size < left; ) {
+            left = this.queue.size;
+            await this.flush();
+          }
           await this.replaying;
           await this.spill$;
         })(),
@@ -414,24 +420,26 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
   }
 
   /**
-   * Writes what is waiting: everything (the interval, flush, shutdown), or, when a batch filled up,
-   * whole batches only. Under load a drain that went on until the buffer was empty wrote whatever
-   * had arrived during its last write, a few dozen traces per INSERT, each paying the store's cost
-   * per statement and commit; the rest now waits for the next full batch or the interval.
+   * Writes what is waiting: everything waiting now (the interval, flush, shutdown), or, when a batch
+   * filled up, whole batches only; in both cases what arrives during the writes is written only as
+   * whole batches. Under load a drain that went on until the buffer was empty wrote whatever had
+   * arrived during its last write, a few dozen traces per INSERT, each paying the store's cost per
+   * statement and commit; the rest now waits for the next full batch or the interval.
    */
   private drain(all = true): Promise<void> {
-    if (all) this.drainAll = true;
+    if (all) this.owed = this.queue.size;
     this.draining ??= this.writeAll().finally(() => {
       this.draining = undefined;
-      this.drainAll = false;
+      this.owed = 0;
     });
     return this.draining;
   }
 
   private async writeAll(): Promise<void> {
     while (this.queue.size > 0 && !this.closed) {
-      if (!this.drainAll && this.queue.size < this.o.batchSize) return;
+      if (this.owed <= 0 && this.queue.size < this.o.batchSize) return;
       const batch = this.queue.take(this.o.batchSize);
+      this.owed -= batch.length;
       this.inFlight = batch.length;
       this.inFlightBatch = batch;
       let unwritten: DecisionTrace[];
