@@ -17,6 +17,9 @@
  *   --warmup=N           seconds of load on each side before the runs (default 15: the embedded
  *                        store's WebAssembly is still being optimised in the background for a while)
  *   --floor              also the Express floor proxy, in the same alternation
+ *   --nest-floor         also the NestJS floor proxy (the same handler as a Nest controller on
+ *                        Express, bench/lib/floor-proxy.js): what the framework alone costs, each
+ *                        gateway side over it, and it over the Express floor with --floor
  *   --rate=N             open loop: N requests per second on each side (autocannon overallRate) instead
  *                        of as many as the connections get answered; CPU per request then compares at
  *                        one throughput (it falls as throughput rises: more work per wake-up)
@@ -49,7 +52,7 @@ const log = (msg) => process.stderr.write(`[ab ${new Date().toISOString().slice(
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function parseArgs(argv) {
-  const a = { base: 'HEAD', connections: [32, 1], runs: 6, seconds: 6, warmup: 15, floor: false, concurrent: false, rate: null, servers: false, stream: false, out: null, nodeOptions: [], workNodeOptions: [], baseEnv: [], workEnv: [], trees: [] };
+  const a = { base: 'HEAD', connections: [32, 1], runs: 6, seconds: 6, warmup: 15, floor: false, nestFloor: false, concurrent: false, rate: null, servers: false, stream: false, out: null, nodeOptions: [], workNodeOptions: [], baseEnv: [], workEnv: [], trees: [] };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -59,6 +62,7 @@ function parseArgs(argv) {
       case '--seconds': a.seconds = Number(v); break;
       case '--warmup': a.warmup = Number(v); break;
       case '--floor': a.floor = true; break;
+      case '--nest-floor': a.nestFloor = true; break;
       case '--concurrent': a.concurrent = true; break;
       case '--rate': a.rate = Number(v); break;
       case '--tree': a.trees.push(path.resolve(v)); break;
@@ -154,6 +158,12 @@ async function main() {
       targets.floor = { url: floor.url, pid: floor.pid, model: 'bench-model', headers: {} };
       log(`floor: ${floor.url} (pid ${floor.pid})`);
     }
+    if (args.nestFloor) {
+      const nest = await procs.startFloorProxy('nest', fake.port);
+      cleanups.push(() => nest.stop());
+      targets['nest-floor'] = { url: nest.url, pid: nest.pid, model: 'bench-model', headers: {} };
+      log(`nest floor: ${nest.url} (pid ${nest.pid})`);
+    }
     const sides = Object.keys(targets);
     log('warm-up…');
     for (const side of sides) {
@@ -197,7 +207,8 @@ async function main() {
         connections,
         ...Object.fromEntries(sides.map((s) => [s, summarise(runs[s], keys)])),
         over_base: Object.fromEntries(gatewaySides.slice(1).map((w) => [w, { cpu: ratio(w, 'base'), main: ratio(w, 'base', 'cpu_main_us_per_req'), rps: ratio(w, 'base', 'rps') }])),
-        ...(targets.floor ? { over_floor: Object.fromEntries(gatewaySides.map((g) => [g, ratio(g, 'floor')])) } : {}),
+        ...(targets.floor ? { over_floor: Object.fromEntries([...gatewaySides, ...(targets['nest-floor'] ? ['nest-floor'] : [])].map((g) => [g, ratio(g, 'floor')])) } : {}),
+        ...(targets['nest-floor'] ? { over_nest_floor: Object.fromEntries(gatewaySides.map((g) => [g, ratio(g, 'nest-floor')])) } : {}),
         failed: Object.fromEntries(sides.map((s) => [s, runs[s].reduce((n, x) => n + x.failed, 0)])),
         runs,
       };
@@ -206,7 +217,8 @@ async function main() {
           sides.map((s) => `${s} ${level[s].cpu_us_per_req.median}`).join(', ') +
           '; over base ' +
           Object.entries(level.over_base).map(([w, r]) => `${w} ${r.cpu.median} (${r.cpu.min}–${r.cpu.max})`).join(', ') +
-          (level.over_floor ? '; over floor ' + Object.entries(level.over_floor).map(([g, r]) => `${g} ${r.median}`).join(', ') : ''),
+          (level.over_floor ? '; over floor ' + Object.entries(level.over_floor).map(([g, r]) => `${g} ${r.median}`).join(', ') : '') +
+          (level.over_nest_floor ? '; over nest floor ' + Object.entries(level.over_nest_floor).map(([g, r]) => `${g} ${r.median}`).join(', ') : ''),
       );
       report.levels.push(level);
     }
@@ -259,15 +271,16 @@ async function createDatabase(url, name) {
 function render(r) {
   const mm = (s, d = 0) => (s && s.median !== null ? `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})` : '—');
   const out = [`### A/B — ${r.meta.date.slice(0, 16)} · base ${r.meta.base} vs ${r.meta.work} · ${r.meta.store} · ${r.meta.runs} × ${r.meta.seconds_per_run} s per side · load ${r.meta.loadavg_start?.[0]}`, ''];
-  out.push('| conns | side | req/s | CPU µs/req | main thread | other threads | over base | over floor |');
-  out.push('|---:|---|---:|---:|---:|---:|---:|---:|');
+  out.push('| conns | side | req/s | CPU µs/req | main thread | other threads | over base | over floor | over Nest floor |');
+  out.push('|---:|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const l of r.levels) {
-    for (const side of ['floor', 'base', ...Object.keys(l.over_base)]) {
+    for (const side of ['floor', 'nest-floor', 'base', ...Object.keys(l.over_base)]) {
       if (!l[side]) continue;
       const s = l[side];
       const overBase = l.over_base[side] ? mm(l.over_base[side].cpu, 3) : '';
       const overFloor = l.over_floor?.[side] ? mm(l.over_floor[side], 2) : '';
-      out.push(`| ${l.connections} | ${side} | ${mm(s.rps)} | ${mm(s.cpu_us_per_req)} | ${mm(s.cpu_main_us_per_req)} | ${mm(s.cpu_other_threads_us_per_req)} | ${overBase} | ${overFloor} |`);
+      const overNest = l.over_nest_floor?.[side] ? mm(l.over_nest_floor[side], 2) : '';
+      out.push(`| ${l.connections} | ${side} | ${mm(s.rps)} | ${mm(s.cpu_us_per_req)} | ${mm(s.cpu_main_us_per_req)} | ${mm(s.cpu_other_threads_us_per_req)} | ${overBase} | ${overFloor} | ${overNest} |`);
     }
   }
   if (r.stream) {

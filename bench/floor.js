@@ -5,7 +5,8 @@
  * measured against on this machine. The same non-streaming load as `npm run bench`'s chat section (autocannon, warm-up, 32 connections, the
  * median of 3 runs) against the fake upstream directly and through two reference proxies that do the
  * least a Node.js gateway must (bench/lib/floor-proxy.js: parse the body, call the upstream over
- * keep-alive, parse and re-serialise the answer), on plain node:http and as an Express route. Prints
+ * keep-alive, parse and re-serialise the answer), on plain node:http, as an Express route and as a
+ * NestJS controller on Express (what the framework the gateway is built on costs by itself). Prints
  * req/s and CPU µs per request of the serving process; writes bench/results/floor.json.
  *
  *   npm run bench:floor [-- --seconds=8 --runs=3 --connections=32]
@@ -41,7 +42,7 @@ async function measure(url, pid) {
   try {
     await runLoad({ url: `${fake.url}/v1/chat/completions`, connections: CONNECTIONS, seconds: 2, body: BODY });
     out.results.direct = await measure(fake.url, fake.pid);
-    for (const kind of ['node', 'express']) {
+    for (const kind of ['node', 'express', 'nest']) {
       const p = await procs.startFloorProxy(kind, fake.port);
       try {
         await runLoad({ url: `${p.url}/v1/chat/completions`, connections: CONNECTIONS, seconds: 3, body: BODY });

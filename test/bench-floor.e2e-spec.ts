@@ -1,8 +1,9 @@
 /**
- * The benchmark's Express reference proxy (bench/lib/floor-proxy.js), which the streaming goals are
- * read against with `npm run bench -- --floor`: it must pass every event of a stream through, in
- * order and whole, and answer non-streaming requests as the fake does. A floor that dropped or
- * merged events would look cheaper than any gateway can be. Times are never asserted.
+ * The benchmark's reference proxies (bench/lib/floor-proxy.js), which the goals are read against
+ * with `npm run bench -- --floor`, `bench:floor` and `bench:ab --floor`: each must pass every event
+ * of a stream through, in order and whole, and answer non-streaming requests as the fake does. A
+ * floor that dropped or merged events would look cheaper than any gateway can be. Times are never
+ * asserted.
  */
 import http from 'node:http';
 
@@ -13,14 +14,14 @@ const { chatBody } = require('../bench/lib/workload');
 
 jest.setTimeout(60_000);
 
-describe('bench floor proxy', () => {
+describe.each(['express', 'nest', 'node'])('bench floor proxy (%s)', (kind) => {
   let fake: { port: number; stop: () => Promise<void> };
   let floor: { url: string; stop: () => Promise<void> };
   const agent = new http.Agent({ keepAlive: true });
 
   beforeAll(async () => {
     fake = await procs.startFake({ chunks: 20, delayMs: 2 });
-    floor = await procs.startFloorProxy('express', fake.port);
+    floor = await procs.startFloorProxy(kind, fake.port);
   });
   afterAll(async () => {
     agent.destroy();

@@ -201,7 +201,7 @@ function startFake(options) {
 }
 
 /**
- * Starts a reference proxy of `npm run bench:floor` (lib/floor-proxy.js, kind `node` or `express`)
+ * Starts a reference proxy of `npm run bench:floor` (lib/floor-proxy.js, kind `node`, `express` or `nest`)
  * in front of the fake upstream; it exits when the harness's end of its stdin closes.
  */
 function startFloorProxy(kind, upstreamPort) {
