@@ -15,9 +15,13 @@ import type { UsageStep } from './usage-reader';
  *   dimensions  '' (the organisation's total), model, provider, key, route, status; the value is the
  *               raw reader's group (trace-usage.repository.ts GROUP_COLUMN), '' where the trace has none.
  *
- * A chunk of traces is read with the few columns usage needs (the latency's histogram bin computed
- * by the learning rollups' rule), spread over its 12 to 18 rows here, in the process (a hash map per
- * chunk: far cheaper than the same fan-out and its multi-column sorts in SQL), and written in one
+ * A chunk of traces is read grouped by the few columns usage needs (the latency's histogram bin
+ * computed by the learning rollups' rule), with each group's count and sums: a minute of one key's
+ * traces on one model is a few dozen groups, not thousands of rows (each row cost the store's thread
+ * its encoding, the process a clone and the spread below its 18 map keys: most of a beat, and a
+ * heap swing of tens of MiB for a minute of heavy traffic). The groups are spread over their 12 to
+ * 18 rows here, in the process (a hash map per chunk: far cheaper than the same fan-out and its
+ * multi-column sorts in SQL), and written in one
  * statement: each row's counts added to, its codes, pairs and latency histogram merged with those it
  * had (read by primary key in the statement: one writer holds the lock), and its percentiles read
  * again from the merged histogram, so a reader of a whole bucket reads three numbers instead of a
@@ -44,35 +48,41 @@ const DIMS: ReadonlyArray<readonly [string, (t: TraceRow) => string]> = [
 ];
 
 /*
- * A chunk's traces: the txid range, and created_at in [lo, hi) (hi null: unbounded) holding at most a
- * chunk's worth (STEADY_END, BACKFILL_END), so no statement outgrows the statement timeout however
- * much arrived. `minute`: the start of the trace's minute, in seconds since the epoch.
+ * A chunk's traces, grouped by what tells their rows apart: the txid range, and created_at in [lo, hi)
+ * (hi null: unbounded) holding at most a chunk's worth (STEADY_END, BACKFILL_END), so no statement
+ * outgrows the statement timeout however much arrived. `minute`: the start of the traces' minute, in
+ * seconds since the epoch; `n` the group's traces; the sums are over them (a NULL counts 0).
  */
 const tracesSql = (range: string, lo: string, hi: string) => `
   SELECT t.org_id, extract(epoch FROM date_bin(interval '1 minute', t.created_at, ${BUCKET_ORIGIN_SQL}))::bigint AS minute,
-         t.status, t.error_code, t.latency_ms, ${latencyBinSql('t.latency_ms')} AS bin, t.cost_usd, t.prompt_tokens,
-         t.completion_tokens, t.reasoning_tokens, t.fallback_used, t.selected_provider, t.selected_model, t.api_key_id, t.route
+         t.status, t.error_code, ${latencyBinSql('t.latency_ms')} AS bin, t.fallback_used, t.selected_provider,
+         t.selected_model, t.api_key_id, t.route, count(*)::int AS n, sum(t.latency_ms)::float8 AS latency_ms,
+         coalesce(sum(t.cost_usd), 0)::float8 AS cost_usd, coalesce(sum(t.prompt_tokens), 0)::float8 AS prompt_tokens,
+         coalesce(sum(t.completion_tokens), 0)::float8 AS completion_tokens, coalesce(sum(t.reasoning_tokens), 0)::float8 AS reasoning_tokens
   FROM decision_traces t
-  WHERE ${range} AND t.created_at >= ${lo}::timestamptz AND (${hi}::timestamptz IS NULL OR t.created_at < ${hi}::timestamptz)`;
+  WHERE ${range} AND t.created_at >= ${lo}::timestamptz AND (${hi}::timestamptz IS NULL OR t.created_at < ${hi}::timestamptz)
+  GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10`;
 const STEADY_TRACES = tracesSql(`t.txid >= $1::bigint AND t.txid < $2::bigint`, '$3', '$4');
 const BACKFILL_TRACES = tracesSql(`(t.txid IS NULL OR t.txid < $1::bigint)`, '$2', '$3');
 
+/** A group of a chunk's traces that share every column a row is told apart by; the numbers are its count and sums. */
 interface TraceRow {
   org_id: string;
   minute: string | number;
   status: number;
   error_code: string | null;
-  latency_ms: number;
   bin: number;
-  cost_usd: number | null;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  reasoning_tokens: number | null;
   fallback_used: boolean;
   selected_provider: string | null;
   selected_model: string | null;
   api_key_id: string;
   route: string | null;
+  n: number;
+  latency_ms: number;
+  cost_usd: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  reasoning_tokens: number;
 }
 
 /** One row's share of a chunk. */
@@ -94,10 +104,11 @@ interface Delta {
   bins: Map<number, { n: number; total: number }>;
 }
 
-/** The chunk's traces spread over their rows: minute rows only for minutes at or after `minuteFrom` (s). */
-function spread(traces: readonly TraceRow[], minuteFrom: number): Delta[] {
+/** The chunk's groups of traces spread over their rows: minute rows only for minutes at or after `minuteFrom` (s). */
+function spread(groups: readonly TraceRow[], minuteFrom: number): Delta[] {
   const rows = new Map<string, Delta>();
-  for (const t of traces) {
+  for (const t of groups) {
+    const n = t.n;
     const minute = Number(t.minute);
     const ok = t.status >= 200 && t.status <= 299;
     const code = t.status >= 400 ? (t.error_code ?? 'unknown') : null;
@@ -113,25 +124,25 @@ function spread(traces: readonly TraceRow[], minuteFrom: number): Delta[] {
           d = { org: t.org_id, step, dim, bucket, value, requests: 0, errors: 0, fallbacks: 0, prompt: 0, completion: 0, reasoning: 0, cost: 0, codes: new Map(), pairs: new Map(), bins: new Map() };
           rows.set(key, d);
         }
-        d.requests++;
-        if (t.fallback_used) d.fallbacks++;
-        d.prompt += t.prompt_tokens ?? 0;
-        d.completion += t.completion_tokens ?? 0;
-        d.reasoning += t.reasoning_tokens ?? 0;
-        d.cost += t.cost_usd ?? 0;
+        d.requests += n;
+        if (t.fallback_used) d.fallbacks += n;
+        d.prompt += t.prompt_tokens;
+        d.completion += t.completion_tokens;
+        d.reasoning += t.reasoning_tokens;
+        d.cost += t.cost_usd;
         if (code !== null) {
-          d.errors++;
-          d.codes.set(code, (d.codes.get(code) ?? 0) + 1);
+          d.errors += n;
+          d.codes.set(code, (d.codes.get(code) ?? 0) + n);
         }
         const p = d.pairs.get(pair);
-        if (p) p.n++;
-        else d.pairs.set(pair, { provider: t.selected_provider, model: t.selected_model, n: 1 });
+        if (p) p.n += n;
+        else d.pairs.set(pair, { provider: t.selected_provider, model: t.selected_model, n });
         if (ok) {
           const b = d.bins.get(t.bin);
           if (b) {
-            b.n++;
+            b.n += n;
             b.total += t.latency_ms;
-          } else d.bins.set(t.bin, { n: 1, total: t.latency_ms });
+          } else d.bins.set(t.bin, { n, total: t.latency_ms });
         }
       }
     }
@@ -381,12 +392,12 @@ export class UsageRollups {
     return { traces, complete: state.backfillTxid === null };
   }
 
-  /** Reads one chunk of traces and writes their rows, WRITE_ROWS per statement; how many traces. */
+  /** Reads one chunk of traces (in groups) and writes their rows, WRITE_ROWS per statement; how many traces. */
   private async takeIn(tx: SqlExecutor, sql: string, params: unknown[], minuteFrom: number): Promise<number> {
     const { rows } = await tx.query<TraceRow>(sql, params);
     const deltas = spread(rows, minuteFrom);
     for (let i = 0; i < deltas.length; i += WRITE_ROWS) await write(tx, deltas.slice(i, i + WRITE_ROWS));
-    return rows.length;
+    return rows.reduce((sum, g) => sum + g.n, 0);
   }
 
   /**
