@@ -197,14 +197,19 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
       expect(inserts()).toBe(3);
     });
 
+    /** Records 3 traces, starts `write` (slowed by the store's delay) and records 4 more while it runs. */
+    async function threeThenFourDuring(writer: DecisionTraceWriter, write: () => Promise<void>): Promise<void> {
+      for (let i = 0; i < 3; i++) writer.record(makeTrace());
+      const written = write();
+      await sleep(20);
+      for (let i = 0; i < 4; i++) writer.record(makeTrace());
+      await written;
+    }
+
     it('a flush (as the interval) writes what waited when it began; what arrives during its write waits for a whole batch', async () => {
       const { writer, sql, count, inserts } = await rig({ flushIntervalMs: 60_000, batchSize: 10 });
       sql.delayMs = 100;
-      for (let i = 0; i < 3; i++) writer.record(makeTrace());
-      const flushed = writer.flush();
-      await sleep(20);
-      for (let i = 0; i < 4; i++) writer.record(makeTrace());
-      await flushed;
+      await threeThenFourDuring(writer, () => writer.flush());
       await sleep(150);
       expect(await count()).toBe(3);
       expect(inserts()).toBe(1);
@@ -220,11 +225,7 @@ function writerSuite(name: string, makeSql: () => Promise<{ store: SqlStore; cle
     it('the shutdown also writes the traces recorded while it writes', async () => {
       const { writer, sql, count } = await rig({ flushIntervalMs: 60_000, batchSize: 10 });
       sql.delayMs = 50;
-      for (let i = 0; i < 3; i++) writer.record(makeTrace());
-      const stopped = writer.beforeApplicationShutdown();
-      await sleep(20);
-      for (let i = 0; i < 4; i++) writer.record(makeTrace());
-      await stopped;
+      await threeThenFourDuring(writer, () => writer.beforeApplicationShutdown());
       expect(await count()).toBe(7);
     });
 
