@@ -645,13 +645,12 @@ async function memorySection(p, targets, gw, fake) {
   return { chunk_every_ms: p.fake.slowMs, idle, levels };
 }
 
-/** Mixed traffic for p.soak.seconds: JSON under autocannon plus delayed and instant streams (some aborted). */
 /**
  * The gateway's RSS at rest: the lowest of one sample a second over `ms`, beside the first sample.
- * A resting gateway's RSS still swings by 100–200 MiB for tens of seconds when a periodic job runs
- * (the learning beat's and the retention job's queries on the embedded store, visible in the soak's
- * trajectory and the memory section's idle curve) and then comes back, so one sample read growth into
- * whichever swing it met; memory the soak kept is in every sample, so in the lowest too.
+ * A resting gateway's RSS still swings by tens of MiB for tens of seconds when a periodic job runs
+ * (the usage rollups' beat once a minute, visible in the soak's trajectory and the memory section's
+ * idle curve) and then comes back, so one sample read growth into whichever swing it met; memory the
+ * soak kept is in every sample, so in the lowest too.
  */
 async function restingRss(pid, ms) {
   const samples = [procs.rssMiB(pid)];
@@ -662,6 +661,7 @@ async function restingRss(pid, ms) {
   return { rss_mib: round(Math.min(...samples), 1), rss_first_sample_mib: round(samples[0], 1), rss_samples: samples.length };
 }
 
+/** Mixed traffic for p.soak.seconds: JSON under autocannon plus delayed and instant streams (some aborted). */
 async function soakSection(p, targets, gw) {
   const t = targets.gateway;
   const mix = (seconds) =>

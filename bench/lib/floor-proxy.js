@@ -82,10 +82,15 @@ const handle = async (req, res) => respond(JSON.parse(await readBody(req)), res)
 const listening = function () {
   process.stdout.write(`${JSON.stringify({ port: this.address().port })}\n`);
 };
-if (kind === 'express') {
-  const app = require('express')();
+/** Express's per-response extras, off as the gateway turns them off (src/bootstrap.ts). */
+const plain = (app) => {
   app.disable('x-powered-by');
   app.set('etag', false);
+  return app;
+};
+
+if (kind === 'express') {
+  const app = plain(require('express')());
   app.post('/v1/chat/completions', (req, res) => void handle(req, res).catch(() => res.destroy()));
   app.listen(0, '127.0.0.1', listening);
 } else if (kind === 'nest') {
@@ -148,9 +153,7 @@ async function nest() {
     providers: [AllowGuard, DestroyFilter, { provide: APP_GUARD, useExisting: AllowGuard }, { provide: APP_FILTER, useExisting: DestroyFilter }],
   })(AppModule);
   const app = await NestFactory.create(AppModule, { logger: false, bodyParser: false });
-  const express = app.getHttpAdapter().getInstance();
-  express.disable('x-powered-by');
-  express.set('etag', false);
+  plain(app.getHttpAdapter().getInstance());
   await app.listen(0, '127.0.0.1');
   listening.call(app.getHttpServer());
 }

@@ -278,7 +278,8 @@ export class DecisionTraceWriter implements BeforeApplicationShutdown {
         (async () => {
           await this.spoolOpening;
           await this.flush();
-          // Requests still finishing record traces while it writes: written too, while each flush leaves fewer.
+          // Requests still finishing record traces while it writes: written too, while each flush leaves
+          // fewer (after the first, whatever arrived during it: they may outnumber what it wrote).
           for (let left = Infinity; this.failures === 0 && this.queue.size > 0 && this.queue.size < left; ) {
             left = this.queue.size;
             await this.flush();
