@@ -18,9 +18,9 @@ import type { UsageStep } from './usage-reader';
  * A chunk of traces is read grouped by the few columns usage needs (the latency's histogram bin
  * computed by the learning rollups' rule), with each group's count and sums: a minute of one key's
  * traces on one model is a few dozen groups, not thousands of rows (each row cost the store's thread
- * its encoding, the process a clone and the spread below its 18 map keys: most of a beat, and a
+ * its encoding, the process a clone and the spread below 18 row lookups: most of a beat, and a
  * heap swing of tens of MiB for a minute of heavy traffic). The groups are spread over their 12 to
- * 18 rows here, in the process (a hash map per chunk: far cheaper than the same fan-out and its
+ * 18 rows here, in the process (maps per chunk: far cheaper than the same fan-out and its
  * multi-column sorts in SQL), and written in one
  * statement: each row's counts added to, its codes, pairs and latency histogram merged with those it
  * had (read by primary key in the statement: one writer holds the lock), and its percentiles read
@@ -104,25 +104,41 @@ interface Delta {
   bins: Map<number, { n: number; total: number }>;
 }
 
-/** The chunk's groups of traces spread over their rows: minute rows only for minutes at or after `minuteFrom` (s). */
+/** One map per dimension (DIMS' order) of a bucket's rows, by the dimension's value. */
+type BucketRows = Array<Map<string, Delta>>;
+
+/**
+ * The chunk's groups of traces spread over their rows: minute rows only for minutes at or after
+ * `minuteFrom` (s). Rows are found through maps nested by organisation, step, bucket and dimension,
+ * so a group costs no key string per row (18 per group as one concatenated key each: most of a
+ * beat's garbage). Index loops, no destructuring: this runs once a minute, in V8's interpreter,
+ * where each for-of step and destructuring allocates an iterator result.
+ */
 function spread(groups: readonly TraceRow[], minuteFrom: number): Delta[] {
-  const rows = new Map<string, Delta>();
-  for (const t of groups) {
+  const rows: Delta[] = [];
+  const byOrg = new Map<string, Array<Map<number, BucketRows>>>();
+  for (let g = 0; g < groups.length; g++) {
+    const t = groups[g];
     const n = t.n;
     const minute = Number(t.minute);
     const ok = t.status >= 200 && t.status <= 299;
     const code = t.status >= 400 ? (t.error_code ?? 'unknown') : null;
     const pair = JSON.stringify([t.selected_provider, t.selected_model]);
-    for (const [step, seconds] of STEPS) {
+    let steps = byOrg.get(t.org_id);
+    if (!steps) byOrg.set(t.org_id, (steps = STEPS.map(() => new Map<number, BucketRows>())));
+    for (let s = 0; s < STEPS.length; s++) {
+      const step = STEPS[s][0];
       if (step === 'minute' && minute < minuteFrom) continue;
-      const bucket = minute - (minute % seconds);
-      for (const [dim, valueOf] of DIMS) {
-        const value = valueOf(t);
-        const key = `${t.org_id}\u0000${step}\u0000${dim}\u0000${bucket}\u0000${value}`;
-        let d = rows.get(key);
+      const bucket = minute - (minute % STEPS[s][1]);
+      let dims = steps[s].get(bucket);
+      if (!dims) steps[s].set(bucket, (dims = DIMS.map(() => new Map<string, Delta>())));
+      for (let i = 0; i < DIMS.length; i++) {
+        const value = DIMS[i][1](t);
+        let d = dims[i].get(value);
         if (!d) {
-          d = { org: t.org_id, step, dim, bucket, value, requests: 0, errors: 0, fallbacks: 0, prompt: 0, completion: 0, reasoning: 0, cost: 0, codes: new Map(), pairs: new Map(), bins: new Map() };
-          rows.set(key, d);
+          d = { org: t.org_id, step, dim: DIMS[i][0], bucket, value, requests: 0, errors: 0, fallbacks: 0, prompt: 0, completion: 0, reasoning: 0, cost: 0, codes: new Map(), pairs: new Map(), bins: new Map() };
+          dims[i].set(value, d);
+          rows.push(d);
         }
         d.requests += n;
         if (t.fallback_used) d.fallbacks += n;
@@ -147,7 +163,7 @@ function spread(groups: readonly TraceRow[], minuteFrom: number): Delta[] {
       }
     }
   }
-  return [...rows.values()];
+  return rows;
 }
 
 /*
@@ -242,11 +258,12 @@ async function write(tx: SqlExecutor, deltas: readonly Delta[]): Promise<number>
   const codes: [number[], string[], number[]] = [[], [], []];
   const pairs: [number[], Array<string | null>, Array<string | null>, number[]] = [[], [], [], []];
   const bins: [number[], number[], number[], number[]] = [[], [], [], []];
+  // Map.forEach: a for-of over a map's entries allocates an entry pair per element.
   deltas.forEach((d, idx) => {
     const i = idx + 1;
-    for (const [code, n] of d.codes) (codes[0].push(i), codes[1].push(code), codes[2].push(n));
-    for (const p of d.pairs.values()) (pairs[0].push(i), pairs[1].push(p.provider), pairs[2].push(p.model), pairs[3].push(p.n));
-    for (const [bin, b] of d.bins) (bins[0].push(i), bins[1].push(bin), bins[2].push(b.n), bins[3].push(b.total));
+    d.codes.forEach((n, code) => (codes[0].push(i), codes[1].push(code), codes[2].push(n)));
+    d.pairs.forEach((p) => (pairs[0].push(i), pairs[1].push(p.provider), pairs[2].push(p.model), pairs[3].push(p.n)));
+    d.bins.forEach((b, bin) => (bins[0].push(i), bins[1].push(bin), bins[2].push(b.n), bins[3].push(b.total)));
   });
   const col = <T>(f: (d: Delta) => T): T[] => deltas.map(f);
   await tx.query(WRITE, [
