@@ -281,6 +281,31 @@ it('canary: no prompt, completion, input text or key of any kind in anything exp
   }
 });
 
+describe('the export encoding', () => {
+  it('OTLP protobuf by default; http/json when asked for, the same spans decoded from either', async () => {
+    await spansOf((await post('/v1/chat/completions', { model: 'gpt', messages: [{ role: 'user', content: 'hi' }] })).requestId, 1);
+    expect(receiver.headers.map((h) => h['content-type'])).toEqual(receiver.headers.map(() => 'application/x-protobuf'));
+
+    const jsonReceiver = await new OtlpReceiver().start();
+    const json = await startTestApp({ yaml: yaml(), env: { OTEL_EXPORTER_OTLP_ENDPOINT: jsonReceiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '20' } });
+    try {
+      const res = await fetch(json.url + '/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${PRO_KEY}`, 'content-type': 'application/json', ...traced },
+        body: JSON.stringify({ model: 'gpt', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(res.status).toBe(200);
+      const requestId = res.headers.get('x-request-id')!;
+      const server = await jsonReceiver.waitFor((spans) => spans.find((s) => s.kind === 2 && s.attributes['gateway.request_id'] === requestId));
+      expect(server).toMatchObject({ traceId: CLIENT_TRACE, parentSpanId: CLIENT_SPAN, attributes: { 'gen_ai.operation.name': 'chat', 'http.response.status_code': 200 } });
+      expect(jsonReceiver.headers.every((h) => h['content-type'] === 'application/json')).toBe(true);
+    } finally {
+      await json.close();
+      await jsonReceiver.stop();
+    }
+  }, 90_000);
+});
+
 describe('tracing off', () => {
   let off: TestApp;
   beforeAll(async () => {

@@ -53,9 +53,11 @@ describe('readOtelEnv', () => {
     expect(readOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SERVICE_NAME: 'gw', OTEL_RESOURCE_ATTRIBUTES: 'service.name=x' })!.serviceName).toBe('gw');
   });
 
-  it('http/protobuf is accepted (sent as JSON, noted); grpc and anything unknown stop start-up naming the variable', () => {
-    expect(readOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' })!.protocolAsked).toBe('http/protobuf');
-    expect(readOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })!.protocolAsked).toBeUndefined();
+  it('the encoding is protobuf unless http/json is asked for (the traces variable first); grpc and anything unknown stop start-up naming the variable', () => {
+    expect(readOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })!.protocol).toBe('http/protobuf');
+    expect(readOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' })!.protocol).toBe('http/protobuf');
+    expect(readOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })!.protocol).toBe('http/json');
+    expect(readOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' })!.protocol).toBe('http/json');
     const bad = (env: Record<string, string>) => {
       try {
         readOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', ...env });

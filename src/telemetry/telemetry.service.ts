@@ -1,7 +1,8 @@
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { Attributes, createNoopMeter, defaultTextMapGetter, Meter, MeterProvider, ObservableCallback, ROOT_CONTEXT, SpanKind, Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler,
@@ -35,7 +36,7 @@ const QUEUE_SIZE = 'otel.sdk.processor.span.queue.size';
 /** Liveness and scrape paths: a span each would bury the requests worth tracing. */
 const UNTRACED = /^\/(health|metrics)(\/|$)/;
 
-type ExporterConfig = NonNullable<ConstructorParameters<typeof OTLPTraceExporter>[0]>;
+type ExporterConfig = NonNullable<ConstructorParameters<typeof OtlpProtobufExporter>[0]>;
 
 type DropReason = 'queue_full' | 'export_failed' | 'shutdown';
 
@@ -96,8 +97,8 @@ export class TelemetryService implements BeforeApplicationShutdown {
     const otel = config.env.otel;
     this.flushMs = Math.min(SHUTDOWN_FLUSH_MS, otel?.timeoutMs ?? SHUTDOWN_FLUSH_MS);
     if (!otel) return;
-    if (otel.protocolAsked) logger.pino.info({ topic: 'otel', protocol: otel.protocolAsked }, 'OTLP traces are sent as http/json');
-    const exporter = new OTLPTraceExporter({ url: otel.url, headers: otel.headers, timeoutMillis: otel.timeoutMs, compression: otel.compression as ExporterConfig['compression'] });
+    const exporterConfig: ExporterConfig = { url: otel.url, headers: otel.headers, timeoutMillis: otel.timeoutMs, compression: otel.compression as ExporterConfig['compression'] };
+    const exporter = otel.protocol === 'http/json' ? new OtlpJsonExporter(exporterConfig) : new OtlpProtobufExporter(exporterConfig);
     const processor = new BatchSpanProcessor(exporter, {
       maxQueueSize: otel.batch.maxQueueSize,
       maxExportBatchSize: otel.batch.maxExportBatchSize,
@@ -113,7 +114,7 @@ export class TelemetryService implements BeforeApplicationShutdown {
     // Not registered as the global provider: spans are built only here, with their parents passed
     // explicitly, so no context manager (AsyncLocalStorage) runs on the hot path.
     this.tracer = this.provider.getTracer('routing-gateway');
-    logger.pino.info({ topic: 'otel', endpoint: new URL(otel.url).origin, sampler: otel.sampler.name }, 'OpenTelemetry traces on');
+    logger.pino.info({ topic: 'otel', endpoint: new URL(otel.url).origin, protocol: otel.protocol, sampler: otel.sampler.name }, 'OpenTelemetry traces on');
   }
 
   /**

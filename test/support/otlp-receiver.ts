@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 
-/** One exported span, decoded from OTLP/JSON: ids in hex, attributes as plain values. */
+/** One exported span, decoded from OTLP (protobuf or JSON): ids in hex, attributes as plain values. */
 export interface ReceivedSpan {
   traceId: string;
   spanId: string;
@@ -46,9 +46,139 @@ function attributesOf(list: OtlpAttributes): Record<string, unknown> {
   return out;
 }
 
+/*
+ * OTLP's protobuf encoding, read by hand: the few messages of a trace export request
+ * (opentelemetry-proto's trace/v1 and common/v1 field numbers), so the receiver checks what a
+ * collector would decode without a protobuf library and its generated schema in the tests.
+ */
+type PbValue = bigint | Buffer;
+
+/** A message's fields: number → values in order (varint: bigint; fixed64, fixed32, length-delimited: the bytes). */
+function pbFields(buf: Buffer): Map<number, PbValue[]> {
+  const out = new Map<number, PbValue[]>();
+  let i = 0;
+  const varint = (): bigint => {
+    let v = 0n;
+    for (let shift = 0n; ; shift += 7n) {
+      const b = buf[i++];
+      if (b === undefined) throw new Error('protobuf: truncated varint');
+      v |= BigInt(b & 0x7f) << shift;
+      if (b < 0x80) return v;
+    }
+  };
+  const bytes = (n: number): Buffer => {
+    if (i + n > buf.length) throw new Error('protobuf: truncated field');
+    const b = buf.subarray(i, i + n);
+    i += n;
+    return b;
+  };
+  while (i < buf.length) {
+    const tag = Number(varint());
+    const wire = tag & 7;
+    const value = wire === 0 ? varint() : wire === 1 ? bytes(8) : wire === 2 ? bytes(Number(varint())) : wire === 5 ? bytes(4) : null;
+    if (value === null) throw new Error(`protobuf: wire type ${wire}`);
+    const list = out.get(tag >>> 3);
+    if (list) list.push(value);
+    else out.set(tag >>> 3, [value]);
+  }
+  return out;
+}
+
+const pbAll = (f: Map<number, PbValue[]>, no: number): Buffer[] => (f.get(no) ?? []) as Buffer[];
+const pbOne = (f: Map<number, PbValue[]>, no: number): PbValue | undefined => f.get(no)?.at(-1);
+
+/** common.v1.AnyValue: 1 string, 2 bool, 3 int64, 4 double, 5 ArrayValue (1: values). */
+function pbAnyValue(buf: Buffer): unknown {
+  const f = pbFields(buf);
+  if (f.has(1)) return (pbOne(f, 1) as Buffer).toString('utf8');
+  if (f.has(2)) return pbOne(f, 2) !== 0n;
+  if (f.has(3)) return Number(BigInt.asIntN(64, pbOne(f, 3) as bigint));
+  if (f.has(4)) return (pbOne(f, 4) as Buffer).readDoubleLE(0);
+  if (f.has(5)) return pbAll(pbFields(pbOne(f, 5) as Buffer), 1).map(pbAnyValue);
+  return undefined;
+}
+
+/** repeated common.v1.KeyValue (1 key, 2 value). */
+function pbAttributes(list: Buffer[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const kv of list) {
+    const f = pbFields(kv);
+    const value = pbOne(f, 2);
+    out[(pbOne(f, 1) as Buffer).toString('utf8')] = value === undefined ? undefined : pbAnyValue(value as Buffer);
+  }
+  return out;
+}
+
 /**
- * A collector's OTLP/HTTP traces receiver on 127.0.0.1, decoding the JSON encoding the gateway
- * sends. Keeps every request's raw body (to search for text that must never be exported) and its
+ * ExportTraceServiceRequest (1 ResourceSpans) → ResourceSpans (1 Resource, 2 ScopeSpans) →
+ * ScopeSpans (2 Span); Span: 1 trace_id, 2 span_id, 4 parent_span_id, 5 name, 6 kind, 7/8 start and
+ * end (fixed64 ns), 9 attributes, 11 events (1 time, 2 name, 3 attributes), 15 status (3 code).
+ */
+function decodeProtobuf(body: Buffer): ReceivedSpan[] {
+  const spans: ReceivedSpan[] = [];
+  for (const rs of pbAll(pbFields(body), 1)) {
+    const rsf = pbFields(rs);
+    const res = pbOne(rsf, 1) as Buffer | undefined;
+    const resource = res ? pbAttributes(pbAll(pbFields(res), 1)) : {};
+    for (const ss of pbAll(rsf, 2)) {
+      for (const raw of pbAll(pbFields(ss), 2)) {
+        const s = pbFields(raw);
+        const parent = pbOne(s, 4) as Buffer | undefined;
+        const status = pbOne(s, 15) as Buffer | undefined;
+        spans.push({
+          traceId: (pbOne(s, 1) as Buffer).toString('hex'),
+          spanId: (pbOne(s, 2) as Buffer).toString('hex'),
+          parentSpanId: parent && parent.length > 0 ? parent.toString('hex') : undefined,
+          name: (pbOne(s, 5) as Buffer | undefined)?.toString('utf8') ?? '',
+          kind: Number(pbOne(s, 6) ?? 0n),
+          startNs: (pbOne(s, 7) as Buffer).readBigUInt64LE(0),
+          endNs: (pbOne(s, 8) as Buffer).readBigUInt64LE(0),
+          attributes: pbAttributes(pbAll(s, 9)),
+          events: pbAll(s, 11).map((raw) => {
+            const e = pbFields(raw);
+            return { name: (pbOne(e, 2) as Buffer).toString('utf8'), timeNs: (pbOne(e, 1) as Buffer).readBigUInt64LE(0), attributes: pbAttributes(pbAll(e, 3)) };
+          }),
+          status: status ? Number(pbOne(pbFields(status), 3) ?? 0n) : 0,
+          resource,
+        });
+      }
+    }
+  }
+  return spans;
+}
+
+/** OTLP/JSON: ids in hex, 64-bit integers as strings. */
+function decodeJson(text: string): ReceivedSpan[] {
+  const spans: ReceivedSpan[] = [];
+  const body = JSON.parse(text) as {
+    resourceSpans?: Array<{ resource?: { attributes?: OtlpAttributes }; scopeSpans?: Array<{ spans?: any[] }> }>;
+  };
+  for (const rs of body.resourceSpans ?? []) {
+    const resource = attributesOf(rs.resource?.attributes);
+    for (const ss of rs.scopeSpans ?? []) {
+      for (const s of ss.spans ?? []) {
+        spans.push({
+          traceId: s.traceId,
+          spanId: s.spanId,
+          parentSpanId: s.parentSpanId || undefined,
+          name: s.name,
+          kind: s.kind,
+          startNs: BigInt(s.startTimeUnixNano),
+          endNs: BigInt(s.endTimeUnixNano),
+          attributes: attributesOf(s.attributes),
+          events: (s.events ?? []).map((e: any) => ({ name: e.name, timeNs: BigInt(e.timeUnixNano), attributes: attributesOf(e.attributes) })),
+          status: s.status?.code ?? 0,
+          resource,
+        });
+      }
+    }
+  }
+  return spans;
+}
+
+/**
+ * A collector's OTLP/HTTP traces receiver on 127.0.0.1, decoding either encoding (by the request's
+ * content type: protobuf is the gateway's default, JSON on request). Keeps every request's raw body (to search for text that must never be exported) and its
  * headers; in `frozen` mode it holds requests open without answering, as a hung collector does.
  */
 export class OtlpReceiver {
@@ -110,33 +240,15 @@ export class OtlpReceiver {
     const text = raw.toString('utf8');
     this.bodies.push(text);
     this.headers.push(req.headers);
-    if (req.url !== '/v1/traces' || !String(req.headers['content-type']).startsWith('application/json')) {
+    const type = String(req.headers['content-type']);
+    if (req.url !== '/v1/traces' || !(type.startsWith('application/x-protobuf') || type.startsWith('application/json'))) {
       res.writeHead(415).end();
       return;
     }
-    const body = JSON.parse(text) as {
-      resourceSpans?: Array<{ resource?: { attributes?: OtlpAttributes }; scopeSpans?: Array<{ spans?: any[] }> }>;
-    };
-    for (const rs of body.resourceSpans ?? []) {
-      const resource = attributesOf(rs.resource?.attributes);
-      for (const ss of rs.scopeSpans ?? []) {
-        for (const s of ss.spans ?? []) {
-          this.spans.push({
-            traceId: s.traceId,
-            spanId: s.spanId,
-            parentSpanId: s.parentSpanId || undefined,
-            name: s.name,
-            kind: s.kind,
-            startNs: BigInt(s.startTimeUnixNano),
-            endNs: BigInt(s.endTimeUnixNano),
-            attributes: attributesOf(s.attributes),
-            events: (s.events ?? []).map((e: any) => ({ name: e.name, timeNs: BigInt(e.timeUnixNano), attributes: attributesOf(e.attributes) })),
-            status: s.status?.code ?? 0,
-            resource,
-          });
-        }
-      }
-    }
-    res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    const json = type.startsWith('application/json');
+    this.spans.push(...(json ? decodeJson(text) : decodeProtobuf(raw)));
+    // A collector answers in the request's encoding: an empty ExportTraceServiceResponse.
+    if (json) res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    else res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
   }
 }
