@@ -2,50 +2,16 @@
 /**
  * The bench's OpenTelemetry collector stand-in for `--otel`: an OTLP/HTTP traces receiver
  * (`POST /v1/traces`, in either encoding: protobuf, the gateway's default, or JSON) that answers
- * 200 at once and counts export requests, spans and bytes. It runs in its own process, so decoding the batches costs the
- * gateway nothing: what the bench measures is the gateway's own cost of building and exporting them.
+ * 200 at once and counts export requests, spans and bytes. It runs in its own process, so decoding
+ * the batches costs the gateway nothing: what the bench measures is the gateway's own cost of
+ * building and exporting them.
  *
  * As a child (`node bench/lib/otlp-sink.js`) it prints `{"port":N}` once listening, answers the
  * `stats` IPC message, and exits on SIGTERM/SIGINT. `startOtlpSink()` spawns it.
  */
 const http = require('node:http');
 const path = require('node:path');
-
-/** The length-delimited fields numbered `no` of a protobuf message (other fields skipped). */
-function pbMessages(buf, no) {
-  const out = [];
-  let i = 0;
-  const varint = () => {
-    let v = 0;
-    for (let m = 1; ; m *= 128) {
-      const b = buf[i++];
-      if (b === undefined) throw new Error('truncated');
-      v += (b & 0x7f) * m;
-      if (b < 0x80) return v;
-    }
-  };
-  while (i < buf.length) {
-    const tag = varint();
-    const wire = tag % 8;
-    if (wire === 0) varint();
-    else if (wire === 1) i += 8;
-    else if (wire === 5) i += 4;
-    else if (wire === 2) {
-      const len = varint();
-      if (Math.floor(tag / 8) === no) out.push(buf.subarray(i, i + len));
-      i += len;
-    } else throw new Error(`wire type ${wire}`);
-  }
-  if (i !== buf.length) throw new Error('truncated');
-  return out;
-}
-
-/** Spans in an ExportTraceServiceRequest: resource_spans (1) → scope_spans (2) → spans (2). */
-function protobufSpans(body) {
-  let n = 0;
-  for (const rs of pbMessages(body, 1)) for (const ss of pbMessages(rs, 2)) n += pbMessages(ss, 2).length;
-  return n;
-}
+const { countSpans } = require('./otlp-protobuf');
 
 function serve() {
   const stats = { requests: 0, spans: 0, bytes: 0, bad: 0 };
@@ -59,7 +25,7 @@ function serve() {
       const json = String(req.headers['content-type']).startsWith('application/json');
       try {
         if (json) for (const rs of JSON.parse(body.toString('utf8')).resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) stats.spans += (ss.spans ?? []).length;
-        else stats.spans += protobufSpans(body);
+        else stats.spans += countSpans(body);
       } catch {
         stats.bad++;
       }

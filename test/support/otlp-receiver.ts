@@ -2,6 +2,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 
+type PbValue = bigint | Buffer;
+/** The fields of one protobuf message: the reader the bench's OTLP sink counts spans with too. */
+const { protobufFields: pbFields } = require('../../bench/lib/otlp-protobuf') as { protobufFields(buf: Buffer): Map<number, PbValue[]> };
+
 /** One exported span, decoded from OTLP (protobuf or JSON): ids in hex, attributes as plain values. */
 export interface ReceivedSpan {
   traceId: string;
@@ -43,44 +47,6 @@ function valueOf(v: OtlpValue): unknown {
 function attributesOf(list: OtlpAttributes): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const a of list ?? []) out[a.key] = valueOf(a.value);
-  return out;
-}
-
-/*
- * OTLP's protobuf encoding, read by hand: the few messages of a trace export request
- * (opentelemetry-proto's trace/v1 and common/v1 field numbers), so the receiver checks what a
- * collector would decode without a protobuf library and its generated schema in the tests.
- */
-type PbValue = bigint | Buffer;
-
-/** A message's fields: number → values in order (varint: bigint; fixed64, fixed32, length-delimited: the bytes). */
-function pbFields(buf: Buffer): Map<number, PbValue[]> {
-  const out = new Map<number, PbValue[]>();
-  let i = 0;
-  const varint = (): bigint => {
-    let v = 0n;
-    for (let shift = 0n; ; shift += 7n) {
-      const b = buf[i++];
-      if (b === undefined) throw new Error('protobuf: truncated varint');
-      v |= BigInt(b & 0x7f) << shift;
-      if (b < 0x80) return v;
-    }
-  };
-  const bytes = (n: number): Buffer => {
-    if (i + n > buf.length) throw new Error('protobuf: truncated field');
-    const b = buf.subarray(i, i + n);
-    i += n;
-    return b;
-  };
-  while (i < buf.length) {
-    const tag = Number(varint());
-    const wire = tag & 7;
-    const value = wire === 0 ? varint() : wire === 1 ? bytes(8) : wire === 2 ? bytes(Number(varint())) : wire === 5 ? bytes(4) : null;
-    if (value === null) throw new Error(`protobuf: wire type ${wire}`);
-    const list = out.get(tag >>> 3);
-    if (list) list.push(value);
-    else out.set(tag >>> 3, [value]);
-  }
   return out;
 }
 
