@@ -42,9 +42,9 @@ afterEach(() => {
 });
 
 /** `node dist/main.js` with only the variables given (no DATABASE_URL/REDIS_URL leaking in from the test run). */
-async function spawnGateway(env: Record<string, string>): Promise<Gateway> {
+async function spawnGateway(env: Record<string, string>, nodeArgs: string[] = []): Promise<Gateway> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['dist/main.js'], {
+  const child = spawn(process.execPath, [...nodeArgs, 'dist/main.js'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), GATEWAY_CONFIG: SHIPPED_CONFIG, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -239,6 +239,44 @@ describe('node dist/main.js on the embedded default', () => {
     expect(stopped.code).toBe(0);
     expect(g.stdout()).not.toContain(DEMO_BANNER);
     expect(g.stdout()).not.toMatch(KEY);
+  });
+
+  it('tracing off on the embedded stores: the OpenTelemetry SDK, pg and ioredis are never loaded (each is, once configured)', async () => {
+    // docs/architecture.md "Memory: what an idle gateway holds": what a gateway never runs stays on disk.
+    const preload = ['-r', join(ROOT, 'test', 'support', 'loaded-packages.js')];
+    const loaded = (file: string): string[] => JSON.parse(readFileSync(file, 'utf8'));
+    const off = join(tmp, 'loaded-off.json');
+    const g = await spawnGateway({ GATEWAY_DATA_DIR: dataDir, LOADED_PACKAGES_OUT: off }, preload);
+    await untilHealthy(g, Date.now());
+    const res = await fetch(`${g.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${demoKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mock-fast', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    expect((await stop(g)).code).toBe(0);
+    const never = ['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-proto', '@opentelemetry/semantic-conventions', 'pg', 'pg-cursor', 'ioredis'];
+    expect(loaded(off)).toEqual(expect.arrayContaining(['@nestjs/core', '@opentelemetry/api']));
+    expect(loaded(off).filter((name) => never.includes(name))).toEqual([]);
+
+    // Configured, each is loaded: tracing to a collector that is not there, Redis that is not there
+    // (the gateway starts and serves without it), then Postgres that is not there (start-up fails).
+    const on = join(tmp, 'loaded-on.json');
+    const closed = await freePort();
+    const traced = await spawnGateway(
+      { GATEWAY_DATA_DIR: dataDir, LOADED_PACKAGES_OUT: on, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${closed}`, REDIS_URL: `redis://127.0.0.1:${closed}` },
+      preload,
+    );
+    await untilHealthy(traced, Date.now());
+    expect((await stop(traced)).code).toBe(0);
+    expect(loaded(on)).toEqual(expect.arrayContaining(['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-proto', 'ioredis']));
+    const pg = join(tmp, 'loaded-pg.json');
+    const failed = await spawnGateway(
+      { GATEWAY_DATA_DIR: join(tmp, 'unused'), LOADED_PACKAGES_OUT: pg, DATABASE_URL: `postgres://postgres@127.0.0.1:${closed}/x`, GATEWAY_KEY_PEPPER: 'p' },
+      preload,
+    );
+    expect((await failed.exited).code).toBe(1);
+    expect(loaded(pg)).toContain('pg');
   });
 
   it('SIGTERM: readiness turns 503, no new connections, the in-flight request finishes, exit 0', async () => {

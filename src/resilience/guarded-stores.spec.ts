@@ -1,7 +1,8 @@
 import { closedPort } from '../../test/support/kit';
 import { MemoryCacheStore } from '../stores/cache/memory-cache.store';
-import { isRedisOutage, RedisCacheStore } from '../stores/cache/redis-cache.store';
-import { isPostgresOutage } from '../stores/sql/pg-sql.store';
+import { isRedisOutage } from '../stores/cache/redis-outage';
+import { RedisCacheStore } from '../stores/cache/redis-cache.store';
+import { isPostgresOutage } from '../stores/sql/postgres-outage';
 import { GuardedCacheStore } from './guarded-stores';
 import { StoreUnavailableError } from './store-guard';
 

@@ -4,8 +4,8 @@ import {
   BreakerDecision, BreakerOp, BreakerParams, CacheStore, CounterDecision, SettleCounter, SettleWindow, SpendCounter, SpendDecision, SpendWindow, WindowCheck,
   WindowDecision,
 } from '../stores/cache/cache-store';
-import { isRedisOutage } from '../stores/cache/redis-cache.store';
-import { isPostgresOutage } from '../stores/sql/pg-sql.store';
+import { isRedisOutage } from '../stores/cache/redis-outage';
+import { isPostgresOutage } from '../stores/sql/postgres-outage';
 import { QueryOptions, SqlExecutor, SqlResult, SqlStore } from '../stores/sql/sql-store';
 import { StoreGuard } from './store-guard';
 

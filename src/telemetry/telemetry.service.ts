@@ -1,19 +1,5 @@
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
-import { Attributes, createNoopMeter, defaultTextMapGetter, Meter, MeterProvider, ObservableCallback, ROOT_CONTEXT, SpanKind, Tracer } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BasicTracerProvider,
-  BatchSpanProcessor,
-  BufferConfig,
-  ParentBasedSampler,
-  Sampler,
-  TraceIdRatioBasedSampler,
-} from '@opentelemetry/sdk-trace-base';
+import { Attributes, createNoopMeter, defaultTextMapGetter, Meter, MeterProvider, ObservableCallback, ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Counter, Gauge } from 'prom-client';
 import { AppLogger } from '../common/logging/logger';
@@ -22,7 +8,7 @@ import { AppConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
 import { withTimeout } from '../stores/with-timeout';
 import { ATTR } from './gen-ai';
-import type { OtelConfig } from './otel-env';
+import type { Tracing } from './otel-sdk';
 import { PassThroughTelemetry, RequestSpan, RequestTelemetry } from './request-telemetry';
 import { clientTraceHeaders } from './trace-context';
 
@@ -36,26 +22,7 @@ const QUEUE_SIZE = 'otel.sdk.processor.span.queue.size';
 /** Liveness and scrape paths: a span each would bury the requests worth tracing. */
 const UNTRACED = /^\/(health|metrics)(\/|$)/;
 
-type ExporterConfig = NonNullable<ConstructorParameters<typeof OtlpProtobufExporter>[0]>;
-
 type DropReason = 'queue_full' | 'export_failed' | 'shutdown';
-
-function samplerOf(s: OtelConfig['sampler']): Sampler {
-  switch (s.name) {
-    case 'always_on':
-      return new AlwaysOnSampler();
-    case 'always_off':
-      return new AlwaysOffSampler();
-    case 'traceidratio':
-      return new TraceIdRatioBasedSampler(s.ratio);
-    case 'parentbased_always_off':
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
-    case 'parentbased_traceidratio':
-      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(s.ratio) });
-    default:
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
-  }
-}
 
 /**
  * OpenTelemetry traces over OTLP/HTTP (docs/architecture.md "OpenTelemetry traces"): a SERVER span
@@ -66,9 +33,7 @@ function samplerOf(s: OtelConfig['sampler']): Sampler {
  */
 @Injectable()
 export class TelemetryService implements BeforeApplicationShutdown {
-  private readonly tracer?: Tracer;
-  private readonly provider?: BasicTracerProvider;
-  private readonly propagator = new W3CTraceContextPropagator();
+  private readonly tracing?: Tracing;
   private readonly dropped: Counter<'reason'>;
   private readonly exported: Counter;
   private readonly warning: ThrottledWarning;
@@ -97,23 +62,9 @@ export class TelemetryService implements BeforeApplicationShutdown {
     const otel = config.env.otel;
     this.flushMs = Math.min(SHUTDOWN_FLUSH_MS, otel?.timeoutMs ?? SHUTDOWN_FLUSH_MS);
     if (!otel) return;
-    const exporterConfig: ExporterConfig = { url: otel.url, headers: otel.headers, timeoutMillis: otel.timeoutMs, compression: otel.compression as ExporterConfig['compression'] };
-    const exporter = otel.protocol === 'http/json' ? new OtlpJsonExporter(exporterConfig) : new OtlpProtobufExporter(exporterConfig);
-    const processor = new BatchSpanProcessor(exporter, {
-      maxQueueSize: otel.batch.maxQueueSize,
-      maxExportBatchSize: otel.batch.maxExportBatchSize,
-      scheduledDelayMillis: otel.batch.scheduleDelayMs,
-      exportTimeoutMillis: otel.batch.exportTimeoutMs,
-      selfObsMeterProvider: this.processorMeter(),
-    } as BufferConfig);
-    this.provider = new BasicTracerProvider({
-      resource: resourceFromAttributes({ ...otel.resourceAttributes, 'service.name': otel.serviceName }),
-      sampler: samplerOf(otel.sampler),
-      spanProcessors: [processor],
-    });
-    // Not registered as the global provider: spans are built only here, with their parents passed
-    // explicitly, so no context manager (AsyncLocalStorage) runs on the hot path.
-    this.tracer = this.provider.getTracer('routing-gateway');
+    // The SDK is loaded only now, with tracing on (otel-sdk.ts says why).
+    const { startTracing } = require('./otel-sdk') as typeof import('./otel-sdk');
+    this.tracing = startTracing(otel, this.processorMeter());
     logger.pino.info({ topic: 'otel', endpoint: new URL(otel.url).origin, protocol: otel.protocol, sampler: otel.sampler.name }, 'OpenTelemetry traces on');
   }
 
@@ -123,7 +74,8 @@ export class TelemetryService implements BeforeApplicationShutdown {
    */
   begin(req: { headers: IncomingHttpHeaders; method: string; originalUrl: string }): RequestTelemetry | undefined {
     const { headers } = req;
-    if (this.tracer === undefined) {
+    const tracing = this.tracing;
+    if (tracing === undefined) {
       if (headers.traceparent === undefined) return undefined;
       const h = clientTraceHeaders(headers.traceparent, headers.tracestate);
       return h && new PassThroughTelemetry(h);
@@ -131,16 +83,16 @@ export class TelemetryService implements BeforeApplicationShutdown {
     const q = req.originalUrl.indexOf('?');
     const path = q < 0 ? req.originalUrl : req.originalUrl.slice(0, q);
     if (UNTRACED.test(path)) return undefined;
-    const parent = this.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
-    const span = this.tracer.startSpan(req.method, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: req.method } }, parent);
-    return new RequestSpan(this.tracer, span, path === '/v1/embeddings' ? 'embeddings' : 'chat');
+    const parent = tracing.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+    const span = tracing.tracer.startSpan(req.method, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: req.method } }, parent);
+    return new RequestSpan(tracing.tracer, span, path === '/v1/embeddings' ? 'embeddings' : 'chat');
   }
 
   /** SIGTERM (docs/architecture.md "Graceful shutdown"): the spans still queued are exported within a bound; what is left is counted. */
   async beforeApplicationShutdown(): Promise<void> {
-    if (!this.provider) return;
+    if (!this.tracing) return;
     try {
-      await withTimeout(this.provider.shutdown(), this.flushMs, 'span export');
+      await withTimeout(this.tracing.shutdown(), this.flushMs, 'span export');
     } catch {
       const left = this.queueSize?.() ?? 0;
       if (left > 0) this.drop(left, 'shutdown');

@@ -2,7 +2,6 @@ import type { Logger } from 'pino';
 import type { EnvConfig } from '../../config/env';
 import { CacheStore } from './cache-store';
 import { MemoryCacheStore } from './memory-cache.store';
-import { RedisCacheStore } from './redis-cache.store';
 
 export interface CacheStoreFactoryOptions {
   /** Where the Redis adapter reports connection errors, throttled. */
@@ -17,6 +16,7 @@ export interface CacheStoreFactoryOptions {
  * reconnecting, and readiness reports the cache as degraded through `ping` (docs/architecture.md "Degrade, never hang").
  */
 export function createCacheStore(env: Pick<EnvConfig, 'redisUrl'>, options: CacheStoreFactoryOptions = {}): CacheStore {
-  if (env.redisUrl) return new RedisCacheStore({ url: env.redisUrl, logger: options.logger, commandTimeoutMs: options.commandTimeoutMs });
+  // `ioredis` is loaded only when Redis is configured (docs/architecture.md "Memory: what an idle gateway holds").
+  if (env.redisUrl) return new (require('./redis-cache.store') as typeof import('./redis-cache.store')).RedisCacheStore({ url: env.redisUrl, logger: options.logger, commandTimeoutMs: options.commandTimeoutMs });
   return new MemoryCacheStore();
 }

@@ -48,16 +48,6 @@ function loadScripts(): NonNullable<typeof scripts> {
 }
 
 /**
- * True when a call's error says Redis cannot be reached or did not answer (no connection, a dropped
- * one, a timeout), false when Redis answered with an error of its own (a script's error reply) or the
- * caller's arguments were refused before anything was sent.
- */
-export function isRedisOutage(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  return err.name !== 'ReplyError' && !(err instanceof RangeError) && !(err instanceof TypeError);
-}
-
-/**
  * Cache store on Redis. A dead or slow Redis must never hang a request or crash the
  * process (docs/architecture.md "Degrade, never hang"): no offline queue, so calls fail fast while disconnected; every call is
  * capped by a timeout; connection errors are swallowed by a listener and logged, throttled; the

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { errorMessage } from '../../common/errors/error-message';
 import type { EnvConfig } from '../../config/env';
 import { ANALYTICS_MIGRATIONS, runMigrations, type AppliedMigration } from './migrator';
-import { PgSqlStore } from './pg-sql.store';
+import type { PgSqlStore, PgSqlStoreOptions } from './pg-sql.store';
 import { PgliteDirLockedError } from './pglite-dir-lock';
 import { PgliteWorkerSqlStore } from './pglite-worker-sql.store';
 import type { SqlStore } from './sql-store';
@@ -36,16 +36,25 @@ export async function createSqlStore(env: EnvConfig, hooks: CreateSqlStoreHooks 
   return env.databaseUrl ? createPg(env.databaseUrl, hooks) : createPglite(resolve(env.dataDir, 'pglite'), hooks);
 }
 
+/**
+ * A store on a Postgres server. `pg` is required here, not imported at the top: an embedded gateway
+ * never loads it (docs/architecture.md "Memory: what an idle gateway holds").
+ */
+export function postgresStore(url: string, options?: PgSqlStoreOptions): PgSqlStore {
+  const { PgSqlStore } = require('./pg-sql.store') as typeof import('./pg-sql.store');
+  return new PgSqlStore(url, options);
+}
+
 async function createPg(url: string, hooks: CreateSqlStoreHooks): Promise<SqlStore> {
   const where = `Postgres at ${describeUrl(url)} (DATABASE_URL)`;
-  const store = new PgSqlStore(url);
+  const store = postgresStore(url);
   try {
     await store.ping(5_000);
   } catch (err) {
     await store.close().catch(() => undefined);
     throw new StoreStartupError(`analytics store: cannot reach ${where}: ${errorMessage(err)}`);
   }
-  const migrator = new PgSqlStore(url, MIGRATION_TIMEOUTS);
+  const migrator = postgresStore(url, MIGRATION_TIMEOUTS);
   try {
     // Not `onMigrated?.(await run…)`: optional call skips evaluating its argument when the hook is absent.
     const applied = await runMigrations(migrator, ANALYTICS_MIGRATIONS);

@@ -1,6 +1,6 @@
 import type { EnvConfig } from '../../config/env';
-import { PgSqlStore } from '../sql/pg-sql.store';
 import type { SqlStore } from '../sql/sql-store';
+import { postgresStore } from '../sql/sql-store.factory';
 import { SqlVectorStore } from './sql-vector.store';
 import type { VectorStore } from './vector-store';
 
@@ -18,14 +18,14 @@ export interface CreateVectorStoreOptions {
 export async function createVectorStore(env: EnvConfig, sql: SqlStore, options: CreateVectorStoreOptions = {}): Promise<VectorStore> {
   const url = env.vectorDatabaseUrl;
   const shared = url === undefined || (sql.kind === 'postgres' && url === env.databaseUrl);
-  const store = new SqlVectorStore(shared ? sql : new PgSqlStore(url), { ownsStore: !shared, retryIntervalMs: options.retryIntervalMs });
+  const store = new SqlVectorStore(shared ? sql : postgresStore(url), { ownsStore: !shared, retryIntervalMs: options.retryIntervalMs });
   const target = shared ? (sql.kind === 'postgres' ? env.databaseUrl : undefined) : url;
   if (target === undefined) {
     await store.start();
     return store;
   }
   // Same reason as the analytics migrations: no request-sized statement timeout while building indexes.
-  const migrator = new PgSqlStore(target, { max: 1, statementTimeoutMs: 600_000, queryTimeoutMs: 601_000 });
+  const migrator = postgresStore(target, { max: 1, statementTimeoutMs: 600_000, queryTimeoutMs: 601_000 });
   try {
     await store.start(migrator);
   } finally {
