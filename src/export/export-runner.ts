@@ -6,7 +6,7 @@ import { createSqlStore } from '../stores/sql/sql-store.factory';
 import { DirectoryDestination } from './directory.destination';
 import type { ExportDestination } from './export-destination';
 import { ExportKind, SCHEMAS } from './export-schema';
-import { ExportSource, KeysetExportSource } from './export-source';
+import { ExportSource, KeysetExportSource, postgresExportSource } from './export-source';
 import { Exporter, ExportMode, ExportSummary } from './exporter';
 import type { ExportFormat } from './formats/record-encoder';
 import { StreamDestination } from './stream.destination';
@@ -49,7 +49,7 @@ export function exportMode(c: Pick<ExportCommand, 'since' | 'until' | 'follow'>)
 export async function runExport(c: ExportCommand, deps: ExportDeps): Promise<ExportSummary> {
   const mode = exportMode(c);
   const source: ExportSource = deps.env.databaseUrl
-    ? new (require('./pg-export-source') as typeof import('./pg-export-source')).PgExportSource(deps.env.databaseUrl)
+    ? postgresExportSource(deps.env.databaseUrl)
     : new KeysetExportSource(await createSqlStore({ dataDir: deps.env.dataDir } as EnvConfig), true);
   try {
     const jobs = c.kinds.map((kind) => {

@@ -2,6 +2,7 @@ import { isPostgresOutage } from '../stores/sql/postgres-outage';
 import type { SqlStore } from '../stores/sql/sql-store';
 import { StoreTimeoutError } from '../stores/with-timeout';
 import { ExportRow, KindSchema } from './export-schema';
+import type { PgExportSource, PgExportSourceOptions } from './pg-export-source';
 
 /**
  * The analytics store as the export reads it (docs/operations.md "Decisions export"): the snapshot
@@ -60,6 +61,15 @@ export function stepSql(r: StepRead, limit?: number): { sql: string; params: unk
 
 export const XMIN = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`;
 export const HAS_TXID = `SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'txid'`;
+
+/**
+ * The Postgres source (the admin export's and the CLI's). `pg` is required here, not imported at the
+ * top: an embedded gateway never loads it (docs/architecture.md "Memory: what an idle gateway holds").
+ */
+export function postgresExportSource(url: string, options?: PgExportSourceOptions): PgExportSource {
+  const { PgExportSource } = require('./pg-export-source') as typeof import('./pg-export-source');
+  return new PgExportSource(url, options);
+}
 
 /** A store call that did not answer, or answered that it cannot: wait and try again. */
 export function isStoreOutage(err: unknown): boolean {

@@ -3,7 +3,7 @@ import { GatewayError } from '../../common/errors/gateway-error';
 import type { Caller } from '../../common/http/request-context';
 import { AppConfig } from '../../config/app-config';
 import { ExportKind, ExportRow, KindSchema, SCHEMAS } from '../../export/export-schema';
-import { ExportSource, KeysetExportSource } from '../../export/export-source';
+import { ExportSource, KeysetExportSource, postgresExportSource } from '../../export/export-source';
 import type { PgExportSource } from '../../export/pg-export-source';
 import type { ExportFormat } from '../../export/formats/record-encoder';
 import { StoreFallback } from '../../resilience/store-fallback';
@@ -86,11 +86,7 @@ export class AdminExportService implements OnModuleDestroy {
 
   private source(): ExportSource {
     const url = this.config.env.databaseUrl;
-    if (this.store.kind === 'postgres' && url) {
-      // `pg` is loaded only for a Postgres store (docs/architecture.md "Memory: what an idle gateway holds").
-      const { PgExportSource } = require('../../export/pg-export-source') as typeof import('../../export/pg-export-source');
-      return (this.pg ??= new PgExportSource(url, { max: 2, applicationName: 'routing-gateway-admin-export' }));
-    }
+    if (this.store.kind === 'postgres' && url) return (this.pg ??= postgresExportSource(url, { max: 2, applicationName: 'routing-gateway-admin-export' }));
     return new KeysetExportSource(this.store);
   }
 }
