@@ -102,6 +102,15 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
       expect(Math.abs(found[0].since.getTime() - new Date(firstAfter[0].created_at).getTime())).toBeLessThan(1);
       const alarmed = await detectorSamples(sql, 'm-a', 'outcome');
       expect(alarmed).toBe(120);
+      // The request stream's test took in m-a's calls since its first step (the first beat's are its
+      // history), up to its latest trace's time (the millisecond a Date keeps).
+      expect(await detectorSamples(sql, 'm-a', 'auto')).toBe(60);
+      const { rows: lastCall } = await sql.query<{ at: Date | string; last: Date | string }>(
+        `SELECT d.last_sample_at AS at, (SELECT max(created_at) FROM decision_traces WHERE selected_model = 'm-a') AS last
+         FROM drift_detectors d WHERE d.model = 'm-a' AND d.stream = 'auto'`,
+        [],
+      );
+      expect(Math.abs(new Date(lastCall[0].at).getTime() - new Date(lastCall[0].last).getTime())).toBeLessThan(1);
       const { rows: regressions } = await sql.query<{ model: string; reason: string; detail: { direction: string; samples: number } }>(
         'SELECT model, reason, detail FROM regressions',
         [],

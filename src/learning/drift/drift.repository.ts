@@ -101,23 +101,26 @@ const WRITE_STATE = `
 /* A rebuild's start: the request stream resumes after what the rebuild takes in as history. */
 const SKIP_HISTORY = `UPDATE drift_state SET txid_done = GREATEST(txid_done, $2::bigint), updated_at = now() WHERE name = $1`;
 
-/* The requests of the traces in [$1, $2): the pair that served (ok or not) and each failed attempt. */
+/*
+ * The requests of the traces in [$1, $2), in the order they were written (txid, time, id; a trace's
+ * failed attempts before the call that served it): the pair that served (ok or not) and each failed
+ * attempt. Each trace is read once, through a lateral list of its calls, and only what the tests
+ * take goes out (`at`: created_at in epoch milliseconds, what a Date holds): a beat of a busy
+ * gateway reads tens of thousands (docs/architecture.md "Statistics are derived, never accumulated").
+ */
 const REQUESTS = `
-  WITH t AS (
-    SELECT org_id, selected_provider, selected_model, status, latency_ms, created_at, failed_attempts, txid, id
-    FROM decision_traces
-    WHERE txid >= $1::bigint AND txid < $2::bigint
-  )
-  SELECT org_id, provider, model, ok, latency_ms, created_at, txid::text AS txid, id::text AS id, k
-  FROM (
-    SELECT org_id, selected_provider AS provider, selected_model AS model, (status BETWEEN 200 AND 299) AS ok, latency_ms, created_at, txid, id, 1000 AS k
-    FROM t WHERE selected_provider IS NOT NULL AND selected_model IS NOT NULL
+  SELECT t.org_id, x.provider, x.model, x.ok, x.latency_ms, floor(extract(epoch FROM t.created_at) * 1000)::float8 AS at
+  FROM decision_traces t
+  CROSS JOIN LATERAL (
+    SELECT t.selected_provider AS provider, t.selected_model AS model, t.status BETWEEN 200 AND 299 AS ok, t.latency_ms, 1000::bigint AS k
+    WHERE t.selected_provider IS NOT NULL AND t.selected_model IS NOT NULL
     UNION ALL
-    SELECT t.org_id, a.provider, a.model, false, NULL::float8, t.created_at, t.txid, t.id, a.k::int
-    FROM t CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(t.failed_attempts) AS (provider text, model text)) WITH ORDINALITY AS a (provider, model, k)
+    SELECT a.provider, a.model, false, NULL::float8, a.k
+    FROM ROWS FROM (jsonb_to_recordset(t.failed_attempts) AS (provider text, model text)) WITH ORDINALITY AS a (provider, model, k)
     WHERE t.failed_attempts IS NOT NULL AND a.provider IS NOT NULL AND a.model IS NOT NULL
   ) x
-  ORDER BY txid, created_at, id, k`;
+  WHERE t.txid >= $1::bigint AND t.txid < $2::bigint
+  ORDER BY t.txid, t.created_at, t.id, x.k`;
 
 /*
  * The next samples, at most $1 of them (the oldest traces first), taken off the detector's queue
@@ -178,7 +181,8 @@ interface RequestRow {
   model: string;
   ok: boolean;
   latency_ms: number | null;
-  created_at: Date | string;
+  /** created_at in epoch milliseconds. */
+  at: number;
 }
 
 interface SampleRow {
@@ -284,7 +288,7 @@ export class DriftRepository {
       const count = (orgRequests.get(r.org_id) ?? 0n) + 1n;
       orgRequests.set(r.org_id, count);
       const d = detector(r.org_id, r.provider, r.model, 'auto');
-      const at = new Date(r.created_at);
+      const at = new Date(Number(r.at));
       if (p.starvedAfter && d.orgRequestsAt > 0n && d.lastSampleAt) {
         const starved = count - d.orgRequestsAt > BigInt(p.starvedAfter.requests) || at.getTime() - d.lastSampleAt.getTime() >= p.starvedAfter.seconds * 1000;
         const outcome = starved ? detectors.get(keyOf(r.org_id, r.provider, r.model, 'outcome')) : undefined;

@@ -49,29 +49,42 @@ const BACKFILL_TRACES = `(t.txid IS NULL OR t.txid < $2::bigint) AND t.created_a
 /*
  * Trace-level figures of the traces in range. A touched bucket's histogram is rewritten merged with
  * the new latencies (the old one read in the same statement: one writer holds the lock).
+ *
+ * The traces are read once and grouped straight away (`fine`: per pair, bucket, success and latency
+ * bin), and everything after reads those groups: a few rows per pair and hour, whatever the traffic.
+ * Each trace counts for the pair that served it and once more for each failed attempt's pair (the
+ * lateral list of its "tries"). Materialising the traces themselves instead (a CTE read twice) kept
+ * a beat's whole intake in the embedded store's memory, ≈ 11 MiB per 70,000 traces, which its
+ * WebAssembly memory never gives back (docs/architecture.md "Statistics are derived, never
+ * accumulated").
  */
 const tracesSql = (range: string) => `
-  WITH nt AS MATERIALIZED (
-    SELECT t.org_id, t.selected_provider, t.selected_model, t.status, t.latency_ms, t.cost_usd, t.failed_attempts,
-           ${bucketOf('t.created_at')} AS bucket
+  WITH fine AS MATERIALIZED (
+    SELECT t.org_id, x.provider, x.model, ${bucketOf('t.created_at')} AS bucket, x.served, x.ok,
+           CASE WHEN x.ok THEN ${latencyBinSql('t.latency_ms')} END AS bin,
+           count(*) AS n, count(t.cost_usd) FILTER (WHERE x.ok) AS cost_n,
+           COALESCE(sum(t.cost_usd::numeric) FILTER (WHERE x.ok), 0) AS cost_sum, sum(t.latency_ms::numeric) FILTER (WHERE x.ok) AS total
     FROM decision_traces t
+    CROSS JOIN LATERAL (
+      SELECT true AS served, t.selected_provider AS provider, t.selected_model AS model, t.status BETWEEN 200 AND 299 AS ok
+      UNION ALL
+      SELECT false, a.provider, a.model, false
+      FROM jsonb_to_recordset(t.failed_attempts) AS a (provider text, model text)
+      WHERE t.failed_attempts IS NOT NULL
+    ) x
     WHERE ${range} AND t.created_at >= $1::timestamptz
+    GROUP BY 1, 2, 3, 4, 5, 6, 7
   ),
   tried AS (
-    SELECT org_id, selected_provider AS provider, selected_model AS model, bucket, (status BETWEEN 200 AND 299) AS ok, latency_ms, cost_usd
-    FROM nt WHERE selected_provider IS NOT NULL AND selected_model IS NOT NULL
-    UNION ALL
-    SELECT nt.org_id, a.provider, a.model, nt.bucket, false, NULL::float8, NULL::float8
-    FROM nt CROSS JOIN LATERAL jsonb_to_recordset(nt.failed_attempts) AS a (provider text, model text)
-    WHERE nt.failed_attempts IS NOT NULL AND a.provider IS NOT NULL AND a.model IS NOT NULL
+    SELECT * FROM fine WHERE provider IS NOT NULL AND model IS NOT NULL
   ),
   req AS (
-    SELECT org_id, provider, model, bucket, count(*) AS requests, count(*) FILTER (WHERE ok) AS ok,
-           count(cost_usd) FILTER (WHERE ok) AS cost_n, COALESCE(sum(cost_usd::numeric) FILTER (WHERE ok), 0) AS cost_sum
+    SELECT org_id, provider, model, bucket, sum(n)::bigint AS requests, COALESCE(sum(n) FILTER (WHERE ok), 0)::bigint AS ok,
+           sum(cost_n)::bigint AS cost_n, sum(cost_sum) AS cost_sum
     FROM tried GROUP BY org_id, provider, model, bucket
   ),
   lat AS (
-    SELECT org_id, provider, model, bucket, ${latencyBinSql('latency_ms')} AS bin, count(*) AS n, sum(latency_ms::numeric) AS total
+    SELECT org_id, provider, model, bucket, bin, sum(n)::bigint AS n, sum(total) AS total
     FROM tried WHERE ok GROUP BY 1, 2, 3, 4, 5
   ),
   merged AS (
@@ -142,7 +155,7 @@ const tracesSql = (range: string) => `
     ON CONFLICT (org_id, provider, model, bin) DO UPDATE SET n = w.n + EXCLUDED.n, total = w.total + EXCLUDED.total
     RETURNING 1
   )
-  SELECT (SELECT count(*) FROM nt)::int AS traces, (SELECT count(*) FROM hours)::int AS buckets,
+  SELECT (SELECT COALESCE(sum(n), 0) FROM fine WHERE served)::int AS traces, (SELECT count(*) FROM hours)::int AS buckets,
          (SELECT count(*) FROM win)::int + (SELECT count(*) FROM win_latency)::int AS window_rows,
          (SELECT count(*) FROM ep_win)::int + (SELECT count(*) FROM ep_latency)::int AS epoch_rows`;
 
