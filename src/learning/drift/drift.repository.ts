@@ -1,5 +1,5 @@
 import type { SqlExecutor } from '../../stores/sql/sql-store';
-import { bucketOf, samePair } from '../rollups/rollup-state';
+import { bucketOf, samePair, traceCalls } from '../rollups/rollup-state';
 import { Alarm, CusumParams, CusumState, hold, initialState, step } from './cusum';
 
 /**
@@ -104,22 +104,14 @@ const SKIP_HISTORY = `UPDATE drift_state SET txid_done = GREATEST(txid_done, $2:
 /*
  * The requests of the traces in [$1, $2), in the order they were written (txid, time, id; a trace's
  * failed attempts before the call that served it): the pair that served (ok or not) and each failed
- * attempt. Each trace is read once, through a lateral list of its calls, and only what the tests
- * take goes out (`at`: created_at in epoch milliseconds, what a Date holds): a beat of a busy
+ * attempt. Each trace is read once, through the list of its calls (`traceCalls`), and only what the
+ * tests take goes out (`at`: created_at in epoch milliseconds, what a Date holds): a beat of a busy
  * gateway reads tens of thousands (docs/architecture.md "Statistics are derived, never accumulated").
  */
 const REQUESTS = `
   SELECT t.org_id, x.provider, x.model, x.ok, x.latency_ms, floor(extract(epoch FROM t.created_at) * 1000)::float8 AS at
-  FROM decision_traces t
-  CROSS JOIN LATERAL (
-    SELECT t.selected_provider AS provider, t.selected_model AS model, t.status BETWEEN 200 AND 299 AS ok, t.latency_ms, 1000::bigint AS k
-    WHERE t.selected_provider IS NOT NULL AND t.selected_model IS NOT NULL
-    UNION ALL
-    SELECT a.provider, a.model, false, NULL::float8, a.k
-    FROM ROWS FROM (jsonb_to_recordset(t.failed_attempts) AS (provider text, model text)) WITH ORDINALITY AS a (provider, model, k)
-    WHERE t.failed_attempts IS NOT NULL AND a.provider IS NOT NULL AND a.model IS NOT NULL
-  ) x
-  WHERE t.txid >= $1::bigint AND t.txid < $2::bigint
+  FROM decision_traces t CROSS JOIN LATERAL ${traceCalls('t')} AS x
+  WHERE t.txid >= $1::bigint AND t.txid < $2::bigint AND x.provider IS NOT NULL AND x.model IS NOT NULL
   ORDER BY t.txid, t.created_at, t.id, x.k`;
 
 /*

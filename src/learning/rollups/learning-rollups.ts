@@ -11,6 +11,7 @@ import {
   RollupState,
   samePair,
   lock,
+  traceCalls,
   writeState,
 } from './rollup-state';
 
@@ -52,8 +53,8 @@ const BACKFILL_TRACES = `(t.txid IS NULL OR t.txid < $2::bigint) AND t.created_a
  *
  * The traces are read once and grouped straight away (`fine`: per pair, bucket, success and latency
  * bin), and everything after reads those groups: a few rows per pair and hour, whatever the traffic.
- * Each trace counts for the pair that served it and once more for each failed attempt's pair (the
- * lateral list of its "tries"). Materialising the traces themselves instead (a CTE read twice) kept
+ * Each trace counts for the pair that served it and once more for each failed attempt's pair (its
+ * calls, `traceCalls`). Materialising the traces themselves instead (a CTE read twice) kept
  * a beat's whole intake in the embedded store's memory, ≈ 11 MiB per 70,000 traces, which its
  * WebAssembly memory never gives back (docs/architecture.md "Statistics are derived, never
  * accumulated").
@@ -61,17 +62,10 @@ const BACKFILL_TRACES = `(t.txid IS NULL OR t.txid < $2::bigint) AND t.created_a
 const tracesSql = (range: string) => `
   WITH fine AS MATERIALIZED (
     SELECT t.org_id, x.provider, x.model, ${bucketOf('t.created_at')} AS bucket, x.served, x.ok,
-           CASE WHEN x.ok THEN ${latencyBinSql('t.latency_ms')} END AS bin,
+           CASE WHEN x.ok THEN ${latencyBinSql('x.latency_ms')} END AS bin,
            count(*) AS n, count(t.cost_usd) FILTER (WHERE x.ok) AS cost_n,
-           COALESCE(sum(t.cost_usd::numeric) FILTER (WHERE x.ok), 0) AS cost_sum, sum(t.latency_ms::numeric) FILTER (WHERE x.ok) AS total
-    FROM decision_traces t
-    CROSS JOIN LATERAL (
-      SELECT true AS served, t.selected_provider AS provider, t.selected_model AS model, t.status BETWEEN 200 AND 299 AS ok
-      UNION ALL
-      SELECT false, a.provider, a.model, false
-      FROM jsonb_to_recordset(t.failed_attempts) AS a (provider text, model text)
-      WHERE t.failed_attempts IS NOT NULL
-    ) x
+           COALESCE(sum(t.cost_usd::numeric) FILTER (WHERE x.ok), 0) AS cost_sum, sum(x.latency_ms::numeric) FILTER (WHERE x.ok) AS total
+    FROM decision_traces t CROSS JOIN LATERAL ${traceCalls('t')} AS x
     WHERE ${range} AND t.created_at >= $1::timestamptz
     GROUP BY 1, 2, 3, 4, 5, 6, 7
   ),

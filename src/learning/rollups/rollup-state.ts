@@ -51,6 +51,22 @@ export const bucketOf = (ts: string): string => `date_bin(${BUCKET_SQL}, ${ts}, 
 /** SQL: the first bucket boundary at or after a timestamptz expression. */
 export const bucketCeil = (ts: string): string => `date_bin(${BUCKET_SQL}, ${ts} + ${BUCKET_SQL} - interval '1 microsecond', ${BUCKET_ORIGIN_SQL})`;
 
+/**
+ * SQL: the upstream calls of the decision trace `t`, a lateral list (`CROSS JOIN LATERAL
+ * ${traceCalls('t')} AS x`), each trace read once: the call that answered (`served`; its pair is NULL
+ * for a request refused before routing) and each failed attempt before it, in the order they were
+ * made. `ok`: a 2xx answer (never a failed attempt); `latency_ms`: the served call's only; `k`: the
+ * call's place in its trace (the attempts 1, 2, …, the served call 1000).
+ */
+export const traceCalls = (t: string): string => `(
+    SELECT true AS served, ${t}.selected_provider AS provider, ${t}.selected_model AS model, ${t}.status BETWEEN 200 AND 299 AS ok,
+           ${t}.latency_ms, 1000::bigint AS k
+    UNION ALL
+    SELECT false, a.provider, a.model, false, NULL::float8, a.k
+    FROM ROWS FROM (jsonb_to_recordset(${t}.failed_attempts) AS (provider text, model text)) WITH ORDINALITY AS a (provider, model, k)
+    WHERE ${t}.failed_attempts IS NOT NULL
+  )`;
+
 /** SQL: rows `a` and `b` are of the same (org_id, provider, model). */
 export const samePair = (a: string, b: string): string => `${a}.org_id = ${b}.org_id AND ${a}.provider = ${b}.provider AND ${a}.model = ${b}.model`;
 
