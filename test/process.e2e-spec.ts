@@ -255,7 +255,7 @@ describe('node dist/main.js on the embedded default', () => {
     });
     expect(res.status).toBe(200);
     expect((await stop(g)).code).toBe(0);
-    const never = ['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-proto', '@opentelemetry/semantic-conventions', 'pg', 'pg-cursor', 'ioredis'];
+    const never = ['@opentelemetry/sdk-trace-base', '@opentelemetry/otlp-transformer', '@opentelemetry/semantic-conventions', 'pg', 'pg-cursor', 'ioredis'];
     expect(loaded(off)).toEqual(expect.arrayContaining(['@nestjs/core', '@opentelemetry/api']));
     expect(loaded(off).filter((name) => never.includes(name))).toEqual([]);
 
@@ -269,7 +269,7 @@ describe('node dist/main.js on the embedded default', () => {
     );
     await untilHealthy(traced, Date.now());
     expect((await stop(traced)).code).toBe(0);
-    expect(loaded(on)).toEqual(expect.arrayContaining(['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-proto', 'ioredis']));
+    expect(loaded(on)).toEqual(expect.arrayContaining(['@opentelemetry/sdk-trace-base', '@opentelemetry/otlp-transformer', 'ioredis']));
     const pg = join(tmp, 'loaded-pg.json');
     const failed = await spawnGateway(
       { GATEWAY_DATA_DIR: join(tmp, 'unused'), LOADED_PACKAGES_OUT: pg, DATABASE_URL: `postgres://postgres@127.0.0.1:${closed}/x`, GATEWAY_KEY_PEPPER: 'p' },

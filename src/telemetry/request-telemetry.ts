@@ -1,8 +1,9 @@
-import { Attributes, Context, ROOT_CONTEXT, Span, SpanKind, SpanStatusCode, trace, TraceFlags, Tracer } from '@opentelemetry/api';
+import { Context, SpanKind, SpanStatusCode, TraceFlags } from '@opentelemetry/api';
 import type { TargetRef } from '../config/gateway-config';
 import type { UpstreamTarget } from '../providers/provider-adapter';
 import type { DecisionTrace } from '../traces/decision-trace';
 import { ATTR, decisionAttributes, FIRST_TOKEN_EVENT, GenAiRequest, operationOf, paramAttributes, providerNameOf } from './gen-ai';
+import type { SpanRecord, SpanRecorder } from './span-record';
 import type { TraceHeaders } from './trace-context';
 
 /**
@@ -45,20 +46,17 @@ export class PassThroughTelemetry implements RequestTelemetry, UpstreamCall {
 }
 
 /** The W3C headers carrying a span's context to the next hop. */
-function headersOf(span: Span): TraceHeaders {
+function headersOf(span: SpanRecord): TraceHeaders {
   const sc = span.spanContext();
   const traceparent = `00-${sc.traceId}-${sc.spanId}-${sc.traceFlags & TraceFlags.SAMPLED ? '01' : '00'}`;
   const state = sc.traceState?.serialize();
   return state ? { traceparent, tracestate: state } : { traceparent };
 }
 
-/** Wall-clock milliseconds of a `process.hrtime.bigint()` reading. */
-const epochMsOf = (hr: bigint): number => Date.now() - Number(process.hrtime.bigint() - hr) / 1e6;
-
 class AttemptSpan implements UpstreamCall {
   readonly headers: TraceHeaders;
   constructor(
-    readonly span: Span,
+    readonly span: SpanRecord,
     private readonly owner: RequestSpan,
   ) {
     this.headers = headersOf(span);
@@ -81,8 +79,8 @@ class AttemptSpan implements UpstreamCall {
  * stream's trace is built when its consumer stops, which may be after the client left).
  */
 export class RequestSpan implements RequestTelemetry {
-  private readonly parent: Context;
-  private served?: Span;
+  private parent?: Context;
+  private served?: SpanRecord;
   private attempted = false;
   private decision = false;
   private ended = false;
@@ -90,43 +88,39 @@ export class RequestSpan implements RequestTelemetry {
   private genAiName?: string;
 
   constructor(
-    private readonly tracer: Tracer,
-    private readonly span: Span,
+    private readonly recorder: SpanRecorder,
+    private readonly span: SpanRecord,
     /** The operation of this endpoint's upstream calls, known from the path before the body is read. */
     private readonly operation: string,
-  ) {
-    this.parent = trace.setSpan(ROOT_CONTEXT, span);
-  }
+  ) {}
 
   upstreamCall(target: TargetRef, upstream: UpstreamTarget, attempt: number): UpstreamCall {
     this.attempted = true;
-    const span = this.tracer.startSpan(
+    const span = this.recorder.start(
       `${this.operation} ${upstream.upstream}`,
+      SpanKind.CLIENT,
       {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          [ATTR.operation]: this.operation,
-          [ATTR.provider]: providerNameOf(upstream.provider.family),
-          [ATTR.requestModel]: upstream.upstream,
-          [ATTR.gwProvider]: target.provider,
-          [ATTR.gwModel]: target.model,
-          [ATTR.attempt]: attempt,
-        },
+        [ATTR.operation]: this.operation,
+        [ATTR.provider]: providerNameOf(upstream.provider.family),
+        [ATTR.requestModel]: upstream.upstream,
+        [ATTR.gwProvider]: target.provider,
+        [ATTR.gwModel]: target.model,
+        [ATTR.attempt]: attempt,
       },
-      this.parent,
+      (this.parent ??= this.recorder.contextOf(this.span)),
     );
     return new AttemptSpan(span, this);
   }
 
-  servedBy(span: Span): void {
+  servedBy(span: SpanRecord): void {
     this.served = span;
   }
 
   decided(t: DecisionTrace, served: UpstreamTarget | undefined, req: GenAiRequest, started: bigint): void {
     if (this.decision || this.ended) return;
     this.decision = true;
-    if (this.span.isRecording()) {
-      const a: Attributes = {};
+    const a = this.span.attributesToSet();
+    if (a !== undefined) {
       decisionAttributes(a, t);
       if (served) {
         a[ATTR.provider] = providerNameOf(served.provider.family);
@@ -134,9 +128,8 @@ export class RequestSpan implements RequestTelemetry {
       }
       paramAttributes(a, req);
       if (req.confidence != null) a[ATTR.confidence] = req.confidence;
-      this.span.setAttributes(a);
       this.genAiName = `${operationOf(t.endpoint)} ${t.requestedModel}`;
-      if (t.ttftMs !== null) this.span.addEvent(FIRST_TOKEN_EVENT, epochMsOf(started) + t.ttftMs);
+      if (t.ttftMs !== null) this.span.addEvent(FIRST_TOKEN_EVENT, this.recorder.at(started + BigInt(Math.round(t.ttftMs * 1e6))));
     }
     const s = this.served;
     if (s) {

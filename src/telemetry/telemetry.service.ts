@@ -83,9 +83,9 @@ export class TelemetryService implements BeforeApplicationShutdown {
     const q = req.originalUrl.indexOf('?');
     const path = q < 0 ? req.originalUrl : req.originalUrl.slice(0, q);
     if (UNTRACED.test(path)) return undefined;
-    const parent = tracing.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
-    const span = tracing.tracer.startSpan(req.method, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: req.method } }, parent);
-    return new RequestSpan(tracing.tracer, span, path === '/v1/embeddings' ? 'embeddings' : 'chat');
+    const parent = headers.traceparent === undefined ? ROOT_CONTEXT : tracing.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+    const span = tracing.recorder.start(req.method, SpanKind.SERVER, { [ATTR.httpMethod]: req.method }, parent);
+    return new RequestSpan(tracing.recorder, span, path === '/v1/embeddings' ? 'embeddings' : 'chat');
   }
 
   /** SIGTERM (docs/architecture.md "Graceful shutdown"): the spans still queued are exported within a bound; what is left is counted. */
