@@ -13,13 +13,15 @@
  * - `sdk`: the same spans made as the gateway made them before, with the SDK's tracer and span
  *   and its protobuf serialiser (the reference below).
  * Prints CPU µs per request of each side per round (this thread's user + system time, collections
- * included) and their ratio, median of the rounds.
+ * included) and their ratio, median of the rounds; SPAN_COST_OUT=FILE also writes them as JSON.
  */
 import { Attributes, Context, ROOT_CONTEXT, Span, SpanKind, SpanStatusCode, trace, Tracer } from '@opentelemetry/api';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor, ParentBasedSampler, ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { ExportResult } from '@opentelemetry/core';
+import { writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import type { TargetRef } from '../src/config/gateway-config';
 import type { UpstreamTarget } from '../src/providers/provider-adapter';
 import { ATTR, decisionAttributes, GenAiRequest, paramAttributes } from '../src/telemetry/gen-ai';
@@ -146,6 +148,10 @@ it('a traced request: the gateway records against the SDK', async () => {
       `  records ${out.records.map((x) => x.toFixed(1)).join(' ')}  median ${median(out.records).toFixed(1)}\n` +
       `  records / sdk, median ${median(ratios).toFixed(3)} (${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}); bytes exported ${sdkExporter.bytes} / ${ourExporter.bytes}\n`,
   );
+  if (process.env.SPAN_COST_OUT) {
+    const meta = { date: new Date().toISOString(), node: process.version, cpu: cpus()[0]?.model, requests_per_round: REQUESTS, rounds: ROUNDS };
+    writeFileSync(process.env.SPAN_COST_OUT, JSON.stringify({ meta, cpu_us_per_request: out, records_over_sdk: { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) } }, null, 2) + '\n');
+  }
   await sdkProvider.shutdown();
   await ourProcessor.shutdown();
 }, 600_000);
