@@ -12,8 +12,9 @@
  * beat (`ModelStatsRepository.recompute`, with the change detector unless BEAT_MEMORY_DRIFT=0) and
  * the stop rules' read (`ExperimentStatsRepository.armStats`), each timed, with the pages of the
  * store's WebAssembly memory touched before and after (Linux: the present pages of its mapping in
- * /proc/self/pagemap; the process's RSS would mostly show this thread's own JavaScript heap). That memory is never given back, so what a beat grows stays:
- * the first round's growth is what the busiest beat costs a gateway for good.
+ * /proc/self/pagemap; the process's RSS would mostly show this thread's own JavaScript heap).
+ * That memory is never given back, so what a beat grows stays: the first round's growth is what
+ * the busiest beat costs a gateway for good.
  */
 import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

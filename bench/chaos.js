@@ -227,9 +227,11 @@ function checkExperiments(ledger) {
   return out;
 }
 
+/** A process's RSS in MiB, or null once it has gone: a process that is exiting has no VmRSS line (NaN) before its /proc entry goes (a throw). */
 function rssOf(pid) {
   try {
-    return round(procs.rssMiB(pid), 1);
+    const mib = procs.rssMiB(pid);
+    return Number.isFinite(mib) ? round(mib, 1) : null;
   } catch {
     return null;
   }

@@ -7,13 +7,19 @@
  *
  * A traced request's telemetry, in this process and without a gateway around it: its SERVER span,
  * one CLIENT span, the decision's attributes, the batch span processor, and each batch encoded as
- * OTLP protobuf (not sent: the transport is the SDK's either way). Two sides, alternated for
- * SPAN_COST_ROUNDS (default 5) rounds of SPAN_COST_REQUESTS (default 20,000) requests each:
+ * OTLP protobuf (not sent: the transport is the SDK's either way). Sides, each in every position
+ * of the order over SPAN_COST_ROUNDS (default 5) rounds of SPAN_COST_REQUESTS (default 20,000)
+ * requests:
  * - `records`: the gateway's code (RequestSpan on span-record.ts, otlp-protobuf.ts's encoder);
  * - `sdk`: the same spans made as the gateway made them before, with the SDK's tracer and span
- *   and its protobuf serialiser (the reference below).
+ *   and its protobuf serialiser (the reference below);
+ * - `untraced`: none of it, only the garbage below.
+ * Each request also leaves SPAN_COST_GARBAGE_KB (default 100, about what a gateway's request
+ * allocates) of short-lived objects, so collections run as often as in a gateway and what spans
+ * hold until their batch leaves is copied by them as it would be there.
  * Prints CPU µs per request of each side per round (this thread's user + system time, collections
- * included) and their ratio, median of the rounds; SPAN_COST_OUT=FILE also writes them as JSON.
+ * included), each over `sdk`, and each side's cost over `untraced`, medians of the rounds;
+ * SPAN_COST_OUT=FILE also writes them as JSON.
  */
 import { Attributes, Context, ROOT_CONTEXT, Span, SpanKind, SpanStatusCode, trace, Tracer } from '@opentelemetry/api';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
@@ -33,6 +39,7 @@ import { trace as decisionTrace } from '../test/stores/decision-traces-by-day.co
 
 const REQUESTS = Number(process.env.SPAN_COST_REQUESTS ?? 20_000);
 const ROUNDS = Number(process.env.SPAN_COST_ROUNDS ?? 5);
+const GARBAGE_KB = Number(process.env.SPAN_COST_GARBAGE_KB ?? 100);
 
 /** Encodes each batch as the OTLP exporter would before sending it; counts bytes so the work is not optimised away. */
 class EncodingExporter implements SpanExporter {
@@ -107,11 +114,23 @@ function recordRequest(recorder: SpanRecorder, t: DecisionTrace): void {
   span.responded(200, 'POST', '/v1/chat/completions');
 }
 
+/** Where each request's garbage goes, so that it is made (not optimised away) and dies with the next request's. */
+export let sink: unknown;
+/** Garbage a request leaves besides its spans, as a gateway's request does (its allocations die young). */
+function garbage(): void {
+  const n = Math.round((GARBAGE_KB * 1024) / 40);
+  if (n === 0) return;
+  const a = new Array<{ j: number; s: string }>(n);
+  for (let j = 0; j < n; j++) a[j] = { j, s: `x${j}` };
+  sink = a;
+}
+
 async function round(run: (t: DecisionTrace) => void, flush: () => Promise<void>): Promise<number> {
   const traces = Array.from({ length: 256 }, (_, i) => decision(i));
   const before = process.cpuUsage();
   for (let i = 0; i < REQUESTS; i++) {
     run(traces[i % traces.length]);
+    garbage();
     // Let the processor export between bursts, as a gateway's event loop does between requests.
     if (i % 256 === 255) await new Promise((r) => setImmediate(r));
   }
@@ -121,37 +140,41 @@ async function round(run: (t: DecisionTrace) => void, flush: () => Promise<void>
 }
 
 it('a traced request: the gateway records against the SDK', async () => {
+  const sampler = new ParentBasedSampler({ root: new AlwaysOnSampler() });
   const sdkExporter = new EncodingExporter((spans) => ProtobufTraceSerializer.serializeRequest(spans));
-  const sdkProvider = new BasicTracerProvider({ resource, sampler: new ParentBasedSampler({ root: new AlwaysOnSampler() }), spanProcessors: [processor(sdkExporter)] });
+  const sdkProvider = new BasicTracerProvider({ resource, sampler, spanProcessors: [processor(sdkExporter)] });
   const tracer = sdkProvider.getTracer('routing-gateway');
   const encoder = new OtlpProtobufEncoder();
   const ourExporter = new EncodingExporter((spans) => encoder.encode(spans));
   const ourProcessor = processor(ourExporter);
-  const recorder = new SpanRecorder(ourProcessor, new ParentBasedSampler({ root: new AlwaysOnSampler() }), resource, { name: 'routing-gateway' });
+  const recorder = new SpanRecorder(ourProcessor, sampler, resource, { name: 'routing-gateway' });
 
-  const sides = {
+  const sides: Record<string, () => Promise<number>> = {
     sdk: () => round((t) => sdkRequest(tracer, t), () => sdkProvider.forceFlush()),
     records: () => round((t) => recordRequest(recorder, t), () => ourProcessor.forceFlush()),
+    ...(GARBAGE_KB > 0 ? { untraced: () => round(() => undefined, () => Promise.resolve()) } : {}),
   };
-  // Warm both up first: the optimising compiler's work is not a request's.
-  await sides.sdk();
-  await sides.records();
-  const out: Record<keyof typeof sides, number[]> = { sdk: [], records: [] };
+  const names = Object.keys(sides);
+  // Warm every side up first: the optimising compiler's work is not a request's.
+  for (const name of names) await sides[name]();
+  const out: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
   for (let r = 0; r < ROUNDS; r++) {
-    for (const side of (r % 2 ? ['records', 'sdk'] : ['sdk', 'records']) as Array<keyof typeof sides>) out[side].push(await sides[side]());
+    // Every side in every position: rotate the order by one each round.
+    for (const name of names.map((_, i) => names[(i + r) % names.length])) out[name].push(await sides[name]());
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  const ratios = out.records.map((x, i) => x / out.sdk[i]);
+  const spread = (xs: number[]) => ({ median: median(xs), min: Math.min(...xs), max: Math.max(...xs) });
+  const overSdk = Object.fromEntries(names.map((n) => [n, spread(out[n].map((x, i) => x / out.sdk[i]))]));
+  const tracing = GARBAGE_KB > 0 ? Object.fromEntries(names.filter((n) => n !== 'untraced').map((n) => [n, spread(out[n].map((x, i) => x - out.untraced[i]))])) : undefined;
   process.stdout.write(
-    `span cost, ${ROUNDS} × ${REQUESTS} requests (two spans each), CPU µs per request:\n` +
-      `  sdk     ${out.sdk.map((x) => x.toFixed(1)).join(' ')}  median ${median(out.sdk).toFixed(1)}\n` +
-      `  records ${out.records.map((x) => x.toFixed(1)).join(' ')}  median ${median(out.records).toFixed(1)}\n` +
-      `  records / sdk, median ${median(ratios).toFixed(3)} (${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}); bytes exported ${sdkExporter.bytes} / ${ourExporter.bytes}\n`,
+    `span cost, ${ROUNDS} × ${REQUESTS} requests (two spans each, ${GARBAGE_KB} KB of other garbage each), CPU µs per request:\n` +
+      names.map((n) => `  ${n.padEnd(18)} ${out[n].map((x) => x.toFixed(1)).join(' ')}  median ${median(out[n]).toFixed(1)}; over sdk ${overSdk[n].median.toFixed(3)} (${overSdk[n].min.toFixed(3)}–${overSdk[n].max.toFixed(3)})` + (tracing?.[n] ? `; over untraced +${tracing[n].median.toFixed(1)} µs` : '')).join('\n') +
+      `\n  bytes exported: sdk ${sdkExporter.bytes}, records ${ourExporter.bytes}\n`,
   );
   if (process.env.SPAN_COST_OUT) {
-    const meta = { date: new Date().toISOString(), node: process.version, cpu: cpus()[0]?.model, requests_per_round: REQUESTS, rounds: ROUNDS };
-    writeFileSync(process.env.SPAN_COST_OUT, JSON.stringify({ meta, cpu_us_per_request: out, records_over_sdk: { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) } }, null, 2) + '\n');
+    const meta = { date: new Date().toISOString(), node: process.version, cpu: cpus()[0]?.model, requests_per_round: REQUESTS, rounds: ROUNDS, garbage_kb_per_request: GARBAGE_KB };
+    writeFileSync(process.env.SPAN_COST_OUT, JSON.stringify({ meta, cpu_us_per_request: out, over_sdk: overSdk, tracing_us_per_request: tracing }, null, 2) + '\n');
   }
   await sdkProvider.shutdown();
   await ourProcessor.shutdown();
-}, 600_000);
+}, 900_000);

@@ -25,10 +25,12 @@ import { SpanRecorder } from './span-record';
 const sdkBytes = (spans: ReadableSpan[]): Buffer => Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
 const ourBytes = (spans: ReadableSpan[], encoder = new OtlpProtobufEncoder()): Buffer => Buffer.from(encoder.encode(spans));
 
+const RESOURCE = resourceFromAttributes({ 'service.name': 'gateway-test', 'deployment.environment': 'ci' });
+const SCOPE = { name: 'routing-gateway' };
+
 function recorder(sampler: Sampler = new ParentBasedSampler({ root: new AlwaysOnSampler() })): { rec: SpanRecorder; ended: InMemorySpanExporter } {
   const ended = new InMemorySpanExporter();
-  const resource = resourceFromAttributes({ 'service.name': 'gateway-test', 'deployment.environment': 'ci' });
-  return { rec: new SpanRecorder(new SimpleSpanProcessor(ended), sampler, resource, { name: 'routing-gateway' }), ended };
+  return { rec: new SpanRecorder(new SimpleSpanProcessor(ended), sampler, RESOURCE, SCOPE), ended };
 }
 
 const REMOTE_TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -117,6 +119,7 @@ describe('OtlpProtobufEncoder', () => {
     expect(first.equals(kept)).toBe(true);
     expect(ourBytes(big, encoder).equals(kept)).toBe(true);
   });
+
 });
 
 describe('SpanRecorder', () => {

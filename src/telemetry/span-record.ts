@@ -6,13 +6,13 @@ import { randomFillSync } from 'node:crypto';
 
 /**
  * The gateway's spans, recorded without the SDK's general-purpose span (docs/architecture.md
- * "OpenTelemetry traces"). The SDK's span validates and copies every attribute, keeps its clock as
- * [seconds, nanos] pairs re-derived on each read, draws ids a few bytes at a time and builds a
- * context object per span; for two spans a request that was most of what tracing cost a traced
- * gateway (its CPU profile). These spans hold only what OTLP exports, with attributes the gateway
- * sets itself (numbers, booleans, strings and string lists: nothing to sanitise), and satisfy the
- * SDK's `ReadableSpan`, so its batch span processor, samplers and JSON serialiser take them as they
- * take its own.
+ * "OpenTelemetry traces"). The SDK's span validates and truncates each attribute as it is set,
+ * converts its clock for each span, draws ids four bytes at a time and builds a context object per
+ * span: for two spans a request, about half of what tracing cost a traced gateway (its CPU
+ * profile), the serialiser the other half. These spans hold only what OTLP exports, with
+ * attributes the gateway sets itself (numbers, booleans, strings and string lists: nothing to
+ * sanitise), and satisfy the SDK's `ReadableSpan`, so its batch span processor, samplers and JSON
+ * serialiser take them as they take its own.
  */
 
 const NO_EVENTS: TimedEvent[] = Object.freeze([]) as unknown as TimedEvent[];
@@ -55,6 +55,9 @@ function hrTimeOf(ms: number): HrTime {
   return [s, ns];
 }
 
+const ZERO_TRACE_ID = '0'.repeat(32);
+const ZERO_SPAN_ID = '0'.repeat(16);
+
 /** Random ids from a pool refilled 4 KiB at a time; never all zeros (W3C Trace Context). */
 class Ids {
   private readonly pool = Buffer.allocUnsafe(4096);
@@ -68,7 +71,7 @@ class Ids {
       }
       const id = this.pool.toString('hex', this.at, this.at + bytes);
       this.at += bytes;
-      if (id !== '0'.repeat(bytes * 2)) return id;
+      if (id !== ZERO_TRACE_ID && id !== ZERO_SPAN_ID) return id;
     }
   }
   traceId(): string {

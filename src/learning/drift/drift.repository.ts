@@ -280,7 +280,7 @@ export class DriftRepository {
       const count = (orgRequests.get(r.org_id) ?? 0n) + 1n;
       orgRequests.set(r.org_id, count);
       const d = detector(r.org_id, r.provider, r.model, 'auto');
-      const at = new Date(Number(r.at));
+      const at = new Date(r.at);
       if (p.starvedAfter && d.orgRequestsAt > 0n && d.lastSampleAt) {
         const starved = count - d.orgRequestsAt > BigInt(p.starvedAfter.requests) || at.getTime() - d.lastSampleAt.getTime() >= p.starvedAfter.seconds * 1000;
         const outcome = starved ? detectors.get(keyOf(r.org_id, r.provider, r.model, 'outcome')) : undefined;
