@@ -64,7 +64,7 @@ function gatewayRequest(rec: SpanRecorder, parent: Context): void {
   failed.setStatus({ code: SpanStatusCode.ERROR });
   failed.end();
   const served = rec.start('chat backup', SpanKind.CLIENT, { 'gen_ai.operation.name': 'chat', 'gateway.attempt': 2 }, rec.contextOf(server));
-  server.setAttributes(EVERY_VALUE);
+  Object.assign(server.attributesToSet()!, EVERY_VALUE);
   server.addEvent('gateway.first_token', rec.at(process.hrtime.bigint() - 1_000_000n));
   server.updateName('chat gpt');
   server.setStatus({ code: SpanStatusCode.ERROR, message: 'the upstream ended the stream — early' });

@@ -34,6 +34,17 @@ const flagsOf = (traceFlags: number, remote: boolean | undefined): number => (tr
 /** Encoded attribute keys kept at most (the gateway sets a few dozen; a key of anyone else's is written each time beyond this). */
 const MAX_CACHED_KEYS = 512;
 
+/** An unsigned 32-bit varint at `at`; returns the position after it. */
+function putVarint32(buf: Buffer, at: number, value: number): number {
+  let v = value >>> 0;
+  while (v > 0x7f) {
+    buf[at++] = (v & 0x7f) | 0x80;
+    v >>>= 7;
+  }
+  buf[at++] = v;
+  return at;
+}
+
 class Writer {
   buf = Buffer.allocUnsafe(64 * 1024);
   pos = 0;
@@ -55,12 +66,7 @@ class Writer {
     this.ensure(10);
     const buf = this.buf;
     if (value >= 0 && value <= 0xffffffff) {
-      let v = value >>> 0;
-      while (v > 0x7f) {
-        buf[this.pos++] = (v & 0x7f) | 0x80;
-        v >>>= 7;
-      }
-      buf[this.pos++] = v;
+      this.pos = putVarint32(buf, this.pos, value);
       return;
     }
     let v = BigInt.asUintN(64, BigInt(value));
@@ -171,13 +177,7 @@ class Writer {
       this.buf.copyWithin(at + size, start, this.pos);
       this.pos += size - reserve;
     }
-    let v = len;
-    let p = at;
-    while (v > 0x7f) {
-      this.buf[p++] = (v & 0x7f) | 0x80;
-      v >>>= 7;
-    }
-    this.buf[p] = v;
+    putVarint32(this.buf, at, len);
   }
 }
 

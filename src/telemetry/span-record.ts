@@ -1,5 +1,5 @@
 import { Attributes, AttributeValue, Context, HrTime, Link, ROOT_CONTEXT, SamplingDecision, SpanContext, SpanKind, SpanStatus, SpanStatusCode, trace, TraceFlags } from '@opentelemetry/api';
-import type { InstrumentationScope } from '@opentelemetry/core';
+import { hrTimeDuration, InstrumentationScope } from '@opentelemetry/core';
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, Sampler, SpanProcessor, TimedEvent } from '@opentelemetry/sdk-trace-base';
 import { randomFillSync } from 'node:crypto';
@@ -44,7 +44,7 @@ class Clock {
   }
 }
 
-/** Epoch milliseconds as [seconds, nanoseconds]. */
+/** Epoch milliseconds as [seconds, nanoseconds], nanoseconds below 10^9 (the SDK's `millisToHrTime` can round up to 10^9). */
 function hrTimeOf(ms: number): HrTime {
   let s = Math.floor(ms / 1000);
   let ns = Math.round((ms - s * 1000) * 1e6);
@@ -111,13 +111,7 @@ export class SpanRecord implements ReadableSpan {
     return this.recorder.scope;
   }
   get duration(): HrTime {
-    let s = this.endTime[0] - this.startTime[0];
-    let ns = this.endTime[1] - this.startTime[1];
-    if (ns < 0) {
-      s -= 1;
-      ns += 1e9;
-    }
-    return [s, ns];
+    return hrTimeDuration(this.startTime, this.endTime);
   }
 
   spanContext(): SpanContext {
@@ -128,9 +122,6 @@ export class SpanRecord implements ReadableSpan {
   }
   setAttribute(key: string, value: AttributeValue): void {
     if (this.isRecording()) this.attributes[key] = value;
-  }
-  setAttributes(a: Attributes): void {
-    if (this.isRecording()) Object.assign(this.attributes, a);
   }
   /** The attributes to add to in place while the span records (the decision's many, without an object between); else undefined. */
   attributesToSet(): Attributes | undefined {
