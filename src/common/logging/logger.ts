@@ -1,13 +1,14 @@
 import pino, { DestinationStream, Logger } from 'pino';
 import type { LogLevel } from '../../config/env';
+import { TurnBatchedOutput } from './turn-batched-output';
 
 /**
  * The process logger: pino JSON lines. Nothing here logs headers or bodies; the redact list is a
  * second line of defence for fields that must never appear (docs/architecture.md "No prompt text stored or logged").
  *
- * Standard output is written asynchronously (pino's default is one blocking write(2) per line, i.e.
- * per request): lines that arrive while a write is in flight go out together in the next one, and a
- * quiet gateway's lines still go out at once. pino flushes what is pending on process exit.
+ * Standard output gets the lines of one event-loop turn in one write, right after the turn
+ * (TurnBatchedOutput: pino's default is one write(2) per line, its asynchronous destination a trip
+ * through libuv's thread pool per write); what is pending is written on process exit.
  */
 /** The fields no log line may show, wherever they sit (redaction paths of pino). */
 export const REDACT = {
@@ -16,6 +17,13 @@ export const REDACT = {
 };
 
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
+  if (destination === undefined) {
+    const out = new TurnBatchedOutput();
+    process.once('exit', () => out.flush());
+    const logger = createLogger(level, out);
+    out.onDropped = (lines) => logger.warn({ dropped_lines: lines }, 'log lines dropped: standard output was not being read');
+    return logger;
+  }
   return pino(
     {
     level,
@@ -24,7 +32,7 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
     formatters: { level: (label) => ({ level: label }) },
     redact: REDACT,
     },
-    destination ?? pino.destination({ dest: 1, sync: false }),
+    destination,
   );
 }
 

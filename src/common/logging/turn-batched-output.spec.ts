@@ -1,0 +1,139 @@
+import { AddressInfo, Socket, createServer } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { createLogger } from './logger';
+import { LineSink, TurnBatchedOutput } from './turn-batched-output';
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/** A sink that records each write and reports a queue of the given size. */
+function recordingSink(queued = () => 0) {
+  const writes: string[] = [];
+  const sink: LineSink = {
+    write: (chunk) => {
+      writes.push(chunk);
+      return true;
+    },
+    get writableLength() {
+      return queued();
+    },
+  };
+  return { sink, writes };
+}
+
+describe('TurnBatchedOutput', () => {
+  it('writes the lines of one event-loop turn in one write, in order, after the turn', async () => {
+    const { sink, writes } = recordingSink();
+    const out = new TurnBatchedOutput(sink);
+    out.write('a\n');
+    out.write('b\n');
+    out.write('c\n');
+    expect(writes).toEqual([]);
+    await nextTurn();
+    expect(writes).toEqual(['a\nb\nc\n']);
+    out.write('d\n');
+    await nextTurn();
+    expect(writes).toEqual(['a\nb\nc\n', 'd\n']);
+  });
+
+  it('writes what is pending at once when flushed (process exit, logger.flush)', () => {
+    const { sink, writes } = recordingSink();
+    const out = new TurnBatchedOutput(sink);
+    out.write('last words\n');
+    const done = jest.fn();
+    out.flush(done);
+    expect(writes).toEqual(['last words\n']);
+    expect(done).toHaveBeenCalledTimes(1);
+  });
+
+  it('drops lines while the sink holds too much, and reports how many once it has drained', async () => {
+    let queued = 0;
+    const { sink, writes } = recordingSink(() => queued);
+    const out = new TurnBatchedOutput(sink, 100);
+    const reports: number[] = [];
+    out.onDropped = (n) => reports.push(n);
+    out.write('kept\n');
+    queued = 100; // the reader stopped: the sink is full
+    out.write('lost 1\n');
+    out.write('lost 2\n');
+    await nextTurn();
+    expect(writes).toEqual(['kept\n']);
+    expect(reports).toEqual([]); // still full: nothing to report yet
+    queued = 0; // drained
+    out.write('back\n');
+    await nextTurn();
+    expect(writes).toEqual(['kept\n', 'back\n']);
+    expect(reports).toEqual([2]);
+  });
+
+  it('counts what is pending in the turn against the limit too', async () => {
+    const { sink, writes } = recordingSink();
+    const out = new TurnBatchedOutput(sink, 10);
+    out.write('12345\n');
+    out.write('67890\n'); // 6 pending + 6 > 10
+    await nextTurn();
+    expect(writes).toEqual(['12345\n']);
+  });
+
+  it('is what the process logger writes through: pino lines, batched per turn, onto a real stream', async () => {
+    const stream = new PassThrough();
+    const chunks: string[] = [];
+    stream.on('data', (c: Buffer) => chunks.push(c.toString('utf8')));
+    const out = new TurnBatchedOutput(stream);
+    const logger = createLogger('info', out);
+    logger.info({ n: 1 }, 'one');
+    logger.info({ n: 2 }, 'two');
+    await nextTurn();
+    await nextTurn();
+    expect(chunks).toHaveLength(1);
+    const lines = chunks[0].trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toMatchObject([
+      { level: 'info', service: 'gateway', n: 1, msg: 'one' },
+      { level: 'info', service: 'gateway', n: 2, msg: 'two' },
+    ]);
+  });
+
+  it('on a socket whose reader stopped: the queue stays within the limit, every line is either delivered or counted', async () => {
+    const server = createServer();
+    const accepted = new Promise<Socket>((resolve) => server.once('connection', resolve));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = new Socket();
+    await new Promise<void>((resolve) => client.connect((server.address() as AddressInfo).port, '127.0.0.1', resolve));
+    const reader = await accepted;
+    reader.pause(); // a frozen log collector: the kernel's buffers fill, then the socket's own queue
+    try {
+      const limit = 256 * 1024;
+      const out = new TurnBatchedOutput(client, limit);
+      let dropped = 0;
+      out.onDropped = (n) => (dropped += n);
+      const line = `${'x'.repeat(99)}\n`;
+      const total = 200_000; // 20 MB: more than loopback's buffers hold
+      let peak = 0;
+      for (let i = 0; i < total; i++) {
+        out.write(line);
+        if (i % 500 === 499) {
+          await nextTurn();
+          peak = Math.max(peak, client.writableLength);
+        }
+      }
+      await nextTurn();
+      expect(peak).toBeLessThanOrEqual(limit);
+      expect(client.writableLength).toBeGreaterThan(0); // the queue did fill: the limit was what held it
+
+      let received = 0;
+      reader.on('data', (c: Buffer) => {
+        for (const b of c) if (b === 0x0a) received++;
+      });
+      reader.resume();
+      while (client.writableLength > 0) await new Promise((r) => setTimeout(r, 10));
+      out.write('after\n'); // writing again reports what was lost
+      await nextTurn();
+      expect(dropped).toBeGreaterThan(0);
+      for (const deadline = Date.now() + 5_000; received + dropped < total + 1 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
+      expect(received + dropped).toBe(total + 1);
+    } finally {
+      client.destroy();
+      reader.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
