@@ -16,6 +16,9 @@
  *   --seconds=N          seconds per run (default 6)
  *   --warmup=N           seconds of load on each side before the runs (default 15: the embedded
  *                        store's WebAssembly is still being optimised in the background for a while)
+ *   --warmup-pause=N     then a pause of N seconds (default 20) and a second round of
+ *   --rewarm=N           N seconds on each side (default 10): V8 re-optimises much of a gateway's
+ *                        request path after its first pause (lib/load.js warmUpTwice)
  *   --floor              also the Express floor proxy, in the same alternation
  *   --nest-floor         also the NestJS floor proxy (the same handler as a Nest controller on
  *                        Express, bench/lib/floor-proxy.js): what the framework alone costs, each
@@ -43,7 +46,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const procs = require('./lib/procs');
-const { runLoad } = require('./lib/load');
+const { runLoad, warmUpTwice } = require('./lib/load');
 const { runStreams, chunkTimings } = require('./lib/streams');
 const { percentiles, summary, summarise, round } = require('./lib/stats');
 const { KEY, chatBody, gatewayYaml } = require('./lib/workload');
@@ -52,7 +55,7 @@ const log = (msg) => process.stderr.write(`[ab ${new Date().toISOString().slice(
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function parseArgs(argv) {
-  const a = { base: 'HEAD', connections: [32, 1], runs: 6, seconds: 6, warmup: 15, floor: false, nestFloor: false, concurrent: false, rate: null, servers: false, stream: false, out: null, nodeOptions: [], workNodeOptions: [], baseEnv: [], workEnv: [], trees: [] };
+  const a = { base: 'HEAD', connections: [32, 1], runs: 6, seconds: 6, warmup: 15, warmupPause: 20, rewarm: 10, floor: false, nestFloor: false, concurrent: false, rate: null, servers: false, stream: false, out: null, nodeOptions: [], workNodeOptions: [], baseEnv: [], workEnv: [], trees: [] };
   for (const arg of argv) {
     const [k, v] = arg.split(/=(.*)/s, 2);
     switch (k) {
@@ -61,6 +64,8 @@ function parseArgs(argv) {
       case '--runs': a.runs = Number(v); break;
       case '--seconds': a.seconds = Number(v); break;
       case '--warmup': a.warmup = Number(v); break;
+      case '--warmup-pause': a.warmupPause = Number(v); break;
+      case '--rewarm': a.rewarm = Number(v); break;
       case '--floor': a.floor = true; break;
       case '--nest-floor': a.nestFloor = true; break;
       case '--concurrent': a.concurrent = true; break;
@@ -165,11 +170,11 @@ async function main() {
       log(`nest floor: ${nest.url} (pid ${nest.pid})`);
     }
     const sides = Object.keys(targets);
-    log('warm-up…');
-    for (const side of sides) {
-      const t = targets[side];
-      await runLoad({ url: `${t.url}/v1/chat/completions`, connections: 32, seconds: args.warmup, body: chatBody(t.model), headers: t.headers });
-    }
+    log(`warm-up: ${args.warmup} s each, a ${args.warmupPause} s pause, ${args.rewarm} s each again…`);
+    await warmUpTwice(
+      sides.map((side) => ({ url: `${targets[side].url}/v1/chat/completions`, body: chatBody(targets[side].model), headers: targets[side].headers })),
+      { seconds: args.warmup, pauseMs: args.warmupPause * 1000, rewarmSeconds: args.rewarm },
+    );
 
     for (const connections of args.connections) {
       const runs = Object.fromEntries(sides.map((s) => [s, []]));

@@ -37,7 +37,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const procs = require('./lib/procs');
-const { runLoad } = require('./lib/load');
+const { runLoad, warmUpTwice } = require('./lib/load');
 const { runStreams, chunkTimings, openSlowStreams } = require('./lib/streams');
 const { percentiles, summary, summarise, round } = require('./lib/stats');
 const { renderMarkdown, evaluateBudget } = require('./lib/report');
@@ -90,6 +90,9 @@ function plan(a) {
     // still being compiled for a while after start, which the first measured runs would pay for
     // (the OpenTelemetry section's second gateway, warmed 3 s, read 1.30× the CPU of the first).
     gatewayWarmupSeconds: q ? 0.3 : 15,
+    // Then a pause and a second round (lib/load.js warmUpTwice says why).
+    warmupPauseMs: q ? 0 : 20_000,
+    gatewayRewarmSeconds: q ? 0.3 : 10,
     chat: { connections: a.connections ?? [1, 32, 128], seconds: a.seconds ?? (q ? 0.25 : 8) },
     otel: { connections: a.connections ?? [1, 32], seconds: a.seconds ?? (q ? 0.25 : 8) },
     stream: { concurrency: [1, 32], seconds: q ? 0.4 : 5, chunks: 20, delayMs: 10 },
@@ -230,6 +233,15 @@ async function main() {
       targets.floor = { url: floor.url, path: '/v1/chat/completions', model: targets.direct.model, headers: {}, pid: floor.pid };
       log(`Express floor proxy on ${floor.url} (pid ${floor.pid})`);
       await runLoad({ url: floor.url + targets.floor.path, connections: 32, seconds: p.warmupSeconds, body: chatBody(targets.floor.model.json), headers: {} });
+    }
+    if (want('chat') || want('responses') || want('otel') || want('stream')) {
+      // The second round of the warm-up, after a pause: see lib/load.js warmUpTwice.
+      log(`warm-up, second round after a ${p.warmupPauseMs / 1000} s pause…`);
+      await sleep(p.warmupPauseMs);
+      for (const side of sidesOf(targets)) {
+        const t = targets[side];
+        await runLoad({ url: t.url + t.path, connections: 32, seconds: side === 'gateway' ? p.gatewayRewarmSeconds : p.warmupSeconds, body: chatBody(t.model.json), headers: t.headers });
+      }
     }
     if (want('chat')) report.sections.chat = await chatSection(p, targets, gw, fake);
     if (want('responses')) report.sections.responses = await responsesSection(p, targets, gw);
@@ -415,7 +427,9 @@ async function otelSection(p, targets, gwOff, { build, env, tmp, cleanups }) {
   const t = targets.gateway;
   const body = chatBody(t.model.json);
   const gws = { off: gwOff, on: gwOn };
-  await runLoad({ url: gwOn.url + t.path, connections: 32, seconds: p.gatewayWarmupSeconds, body, headers: t.headers });
+  await warmUpTwice([{ url: gwOn.url + t.path, body, headers: t.headers }], { seconds: p.gatewayWarmupSeconds, pauseMs: p.warmupPauseMs, rewarmSeconds: p.gatewayRewarmSeconds });
+  // The off gateway rested through that: its own load again, so both sides start in service.
+  await runLoad({ url: gwOff.url + t.path, connections: 32, seconds: p.gatewayRewarmSeconds, body, headers: t.headers });
   const levels = [];
   for (const connections of p.otel.connections) {
     const runs = { off: [], on: [] };
