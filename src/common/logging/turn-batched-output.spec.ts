@@ -136,4 +136,48 @@ describe('TurnBatchedOutput', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   });
+
+  it('a sink that fails (its reader closed the pipe) is written no more, reported once, and does not crash the process', async () => {
+    const { spawn } = await import('node:child_process');
+    const { join } = await import('node:path');
+    // A child logging through the process logger's destination into a pipe whose reader closes at
+    // once: without an error listener on standard output, Node would end it with an unhandled EPIPE.
+    const script = `
+      const file = ${JSON.stringify(join(__dirname, 'turn-batched-output.ts'))};
+      const ts = require('typescript');
+      const Module = require('node:module');
+      const js = ts.transpileModule(require('node:fs').readFileSync(file, 'utf8'), { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2021 } }).outputText;
+      const m = new Module(file);
+      m._compile(js, file);
+      const { TurnBatchedOutput } = m.exports;
+      const out = new TurnBatchedOutput();
+      let i = 0;
+      const t = setInterval(() => {
+        out.write('line ' + i++ + '\\n');
+        if (i === 300) { clearInterval(t); process.stderr.write('still serving\\n'); }
+      }, 1);
+    `;
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.destroy(); // the reader goes away
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(0);
+    expect(stderr).toContain('still serving');
+    expect(stderr.match(/standard output failed \(EPIPE\)/g)).toHaveLength(1);
+  });
+
+  it('reports a failing sink once and drops what follows', async () => {
+    const stream = new PassThrough();
+    const out = new TurnBatchedOutput(stream);
+    const failures: string[] = [];
+    out.onBroken = (err) => failures.push(err.message);
+    out.write('before\n');
+    stream.emit('error', new Error('EPIPE'));
+    stream.emit('error', new Error('EPIPE again'));
+    out.write('after\n');
+    await nextTurn();
+    expect(failures).toEqual(['EPIPE']);
+    expect(stream.read()).toBeNull();
+  });
 });
