@@ -16,10 +16,21 @@ export const REDACT = {
   censor: '[redacted]',
 };
 
-export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
-  if (destination === undefined) {
+let stdoutOutput: TurnBatchedOutput | undefined;
+
+/** Standard output's one batcher, whatever number of loggers write to it (a CLI command makes several); written out on exit. */
+function standardOutput(): TurnBatchedOutput {
+  if (stdoutOutput === undefined) {
     const out = new TurnBatchedOutput();
     process.once('exit', () => out.flush());
+    stdoutOutput = out;
+  }
+  return stdoutOutput;
+}
+
+export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
+  if (destination === undefined) {
+    const out = standardOutput();
     const logger = createLogger(level, out);
     out.onDropped = (lines) => logger.warn({ dropped_lines: lines }, 'log lines dropped: standard output was not being read');
     return logger;

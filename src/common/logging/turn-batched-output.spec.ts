@@ -180,4 +180,12 @@ describe('TurnBatchedOutput', () => {
     expect(failures).toEqual(['EPIPE']);
     expect(stream.read()).toBeNull();
   });
+
+  it('the loggers of one process share standard output: one exit hook and one error listener, however many loggers', () => {
+    const exits = process.listenerCount('exit');
+    const errors = process.stdout.listenerCount('error');
+    for (let i = 0; i < 20; i++) createLogger('silent');
+    expect(process.listenerCount('exit') - exits).toBeLessThanOrEqual(1);
+    expect(process.stdout.listenerCount('error') - errors).toBeLessThanOrEqual(1);
+  });
 });
