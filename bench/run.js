@@ -37,7 +37,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const procs = require('./lib/procs');
-const { runLoad, warmUpTwice } = require('./lib/load');
+const { runLoad, warmUpTwice, warmUpSecondRound } = require('./lib/load');
 const { runStreams, chunkTimings, openSlowStreams } = require('./lib/streams');
 const { percentiles, summary, summarise, round } = require('./lib/stats');
 const { renderMarkdown, evaluateBudget } = require('./lib/report');
@@ -237,11 +237,13 @@ async function main() {
     if (want('chat') || want('responses') || want('otel') || want('stream')) {
       // The second round of the warm-up, after a pause: see lib/load.js warmUpTwice.
       log(`warm-up, second round after a ${p.warmupPauseMs / 1000} s pause…`);
-      await sleep(p.warmupPauseMs);
-      for (const side of sidesOf(targets)) {
-        const t = targets[side];
-        await runLoad({ url: t.url + t.path, connections: 32, seconds: side === 'gateway' ? p.gatewayRewarmSeconds : p.warmupSeconds, body: chatBody(t.model.json), headers: t.headers });
-      }
+      await warmUpSecondRound(
+        sidesOf(targets).map((side) => {
+          const t = targets[side];
+          return { url: t.url + t.path, body: chatBody(t.model.json), headers: t.headers, seconds: side === 'gateway' ? p.gatewayRewarmSeconds : p.warmupSeconds };
+        }),
+        { pauseMs: p.warmupPauseMs },
+      );
     }
     if (want('chat')) report.sections.chat = await chatSection(p, targets, gw, fake);
     if (want('responses')) report.sections.responses = await responsesSection(p, targets, gw);

@@ -64,9 +64,19 @@ async function runLoad({ url, connections, seconds, body, headers, overallRate }
  * request path. `targets`: [{ url, body, headers }].
  */
 async function warmUpTwice(targets, { seconds, pauseMs, rewarmSeconds, connections = 32 }) {
-  for (const t of targets) await runLoad({ url: t.url, connections, seconds, body: t.body, headers: t.headers });
-  await new Promise((r) => setTimeout(r, pauseMs));
-  for (const t of targets) await runLoad({ url: t.url, connections, seconds: rewarmSeconds, body: t.body, headers: t.headers });
+  await warmUpRound(targets.map((t) => ({ ...t, seconds })), connections);
+  await warmUpSecondRound(targets.map((t) => ({ ...t, seconds: rewarmSeconds })), { pauseMs, connections });
 }
 
-module.exports = { runLoad, warmUpTwice };
+/** The pause and the second round of `warmUpTwice`, for a harness whose first round is its own; each target's own `seconds`. */
+async function warmUpSecondRound(targets, { pauseMs, connections = 32 }) {
+  await new Promise((r) => setTimeout(r, pauseMs));
+  await warmUpRound(targets, connections);
+}
+
+/** One round: each target's load for its own `seconds`, one after the other. */
+async function warmUpRound(targets, connections) {
+  for (const t of targets) await runLoad({ url: t.url, connections, seconds: t.seconds, body: t.body, headers: t.headers });
+}
+
+module.exports = { runLoad, warmUpTwice, warmUpSecondRound };
