@@ -266,8 +266,10 @@ async function createDatabase(url, name) {
   const c = new Client({ connectionString: url });
   await c.connect();
   try {
-    await c.query(`DROP DATABASE IF EXISTS ${name}`);
-    await c.query(`CREATE DATABASE ${name}`);
+    // Quoted: a --tree side is named after its folder, which may hold '-' or '.'.
+    const id = `"${name.replace(/"/g, '""')}"`;
+    await c.query(`DROP DATABASE IF EXISTS ${id}`);
+    await c.query(`CREATE DATABASE ${id}`);
   } finally {
     await c.end();
   }

@@ -99,7 +99,11 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   private readonly localAnswers: Counter<'provider'>;
   /** The view: provider id → end of its open time (ms since the epoch, the deciding store's clock), for open breakers only. */
   private readonly openUntil = new Map<string, number>();
-  /** The state gauge's value per provider as last set: set again only when it changes (twice per request otherwise). */
+  /**
+   * The state gauge's value per provider as last set: set again only when it changes (twice per
+   * request otherwise). It is also the state this replica last saw, which `acquire` answers from
+   * while it is closed.
+   */
   private readonly gaugeValue = new Map<string, number>();
   /** Providers stepped since the current refresh began (refreshes never overlap): a refresh that read before a step must not undo it. */
   private readonly steppedSinceRead = new Set<string>();
@@ -147,8 +151,16 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
     }
   }
 
-  /** 'allow' (closed), 'probe' (you hold the half-open probe lease), or 'reject' (open, or half-open with a probe already out). */
+  /**
+   * 'allow' (closed), 'probe' (you hold the half-open probe lease), or 'reject' (open, or half-open
+   * with a probe already out). A breaker closed as this replica last saw it is answered here: on a
+   * closed breaker the step only reads, and asking the store would put a round trip on every
+   * request for the rare one another replica's failures have just opened, which this replica then
+   * sees at its next refresh or its own next report (docs/architecture.md "Circuit breakers"). Only
+   * an open or half-open breaker is asked, for the probe lease that one replica at a time may hold.
+   */
   async acquire(providerId: string): Promise<BreakerPermit> {
+    if (this.gaugeValue.get(providerId) === STATE_VALUE.closed) return 'allow';
     const d = await this.step(providerId, 'acquire');
     // A breaker that cannot decide must not take a provider out of service.
     return d?.permit ?? 'allow';

@@ -24,6 +24,7 @@ const config = (providers: string[], refreshSeconds = 1): AppConfig =>
 /** A store whose `state` reads can be held (a slow store) or made to fail (a dead one: its pings fail too); other steps pass through. */
 class ControlledStore extends MemoryCacheStore {
   stateCalls = 0;
+  acquireCalls = 0;
   fail = false;
   private held: Array<() => void> = [];
   hold = false;
@@ -34,6 +35,7 @@ class ControlledStore extends MemoryCacheStore {
   }
 
   override async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision> {
+    if (op === 'acquire') this.acquireCalls++;
     if (op !== 'state') return super.breaker(key, op, params, nowMs);
     this.stateCalls++;
     if (this.fail) throw new Error('connection refused');
@@ -108,6 +110,31 @@ describe('CircuitBreakerService as the breaker view', () => {
     expect(b.openForMs('alpha')).toBe(1);
     await b.refreshView();
     expect(b.openForMs('alpha')).toBeNull();
+  });
+
+  it('answers acquire from the view while it shows the breaker closed; an open or half-open one is asked for the probe lease', async () => {
+    const { a, b, store, clock } = rig();
+    for (let i = 0; i < 3; i++) expect(await b.acquire('alpha')).toBe('allow');
+    expect(store.acquireCalls).toBe(0);
+    // Another replica opens it: b lets requests through until it sees the opening, at its next refresh.
+    await fail(a, 'alpha');
+    expect(await b.acquire('alpha')).toBe('allow');
+    expect(store.acquireCalls).toBe(0);
+    await b.refreshView();
+    expect(await b.acquire('alpha')).toBe('reject');
+    expect(store.acquireCalls).toBe(1);
+    // Half-open: both replicas ask, and only one gets the probe.
+    clock.t += 5_000;
+    expect(await b.acquire('alpha')).toBe('probe');
+    expect(await a.acquire('alpha')).toBe('reject');
+    expect(store.acquireCalls).toBe(3);
+    await b.record('alpha', true, true);
+    expect(await b.acquire('alpha')).toBe('allow');
+    expect(store.acquireCalls).toBe(3);
+    // a still saw it half-open: it asks once, sees it closed, and answers from its view after that.
+    expect(await a.acquire('alpha')).toBe('allow');
+    expect(await a.acquire('alpha')).toBe('allow');
+    expect(store.acquireCalls).toBe(4);
   });
 
   it('reads only: refreshes neither take the probe lease nor count toward opening', async () => {
