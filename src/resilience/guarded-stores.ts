@@ -75,8 +75,8 @@ export class GuardedCacheStore extends CacheStore {
     return this.guard.run(() => this.inner.incrementBelow(key, limit, ttlMs));
   }
 
-  breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision> {
-    return this.guard.run(() => this.inner.breaker(key, op, params, nowMs));
+  breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number, repeat?: number): Promise<BreakerDecision> {
+    return this.guard.run(() => this.inner.breaker(key, op, params, nowMs, repeat));
   }
 
   spend(windows: readonly SpendWindow[], counters: readonly SpendCounter[]): Promise<SpendDecision> {

@@ -489,6 +489,26 @@ export function cacheStoreContract(name: string, makeStore: () => CacheStoreFixt
         expect(await store.breaker(b, 'failure', P, (t += 100))).toMatchObject({ state: 'open', opened: true, consecutiveFailures: 2 });
       });
 
+      it('takes `repeat` successes in one step, each counted and checked as if it came alone', async () => {
+        // Counted one by one: 10 successes and then 10 failures are 10 of 20, which opens (rather than
+        // at the 19th failure, were the 10 counted as one request).
+        const many = { ...P, failureThreshold: 100 };
+        const k = key('repeat');
+        let t = T0;
+        expect(await store.breaker(k, 'success', many, (t += 10), 10)).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+        for (let i = 1; i < 10; i++) expect((await store.breaker(k, 'failure', many, (t += 10))).state).toBe('closed');
+        expect(await store.breaker(k, 'failure', many, (t += 10))).toMatchObject({ state: 'open', opened: true, consecutiveFailures: 10 });
+        // Checked after each: 10 of 19 failed, then the first of three successes makes 10 of 20 and opens
+        // it (checked once at the end, 10 of 22 would not); the two after it change nothing.
+        const r = key('repeat-rate');
+        t = T0;
+        for (let i = 0; i < 19; i++) await store.breaker(r, i % 2 === 0 ? 'failure' : 'success', P, (t += 100));
+        expect(await store.breaker(r, 'success', P, (t += 100), 3)).toMatchObject({ state: 'open', opened: true, openings: 1, consecutiveFailures: 0 });
+        // Only successes repeat.
+        await expect(store.breaker(key('repeat-bad'), 'failure', P, T0, 2)).rejects.toThrow(RangeError);
+        await expect(store.breaker(key('repeat-bad'), 'success', P, T0, 0)).rejects.toThrow(RangeError);
+      });
+
       it('counts only the requests of the last window', async () => {
         const k = key('window');
         let t = T0;

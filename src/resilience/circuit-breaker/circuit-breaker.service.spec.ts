@@ -84,6 +84,31 @@ describe('CircuitBreakerService on the in-process store', () => {
     expect(await metric(metrics, 'gateway_circuit_breaker_state', { provider: 'beta' })).toBe(0);
   });
 
+  it('steps the successes of a moment as one call that counts each, in order with the reports around them', async () => {
+    const clock = { t: T0 };
+    const cache = new SwitchableCache({ now: () => clock.t });
+    const svc = breakers(cache, new MetricsService(), memoryLogger().logger, makeConfig(['alpha', 'beta']), { now: () => clock.t, random: () => 0.5, successBatchMs: 60_000 });
+    opened.push(cache, svc);
+    // 40 successes reported at once: one call, still waiting while nothing else is reported.
+    const reported = Array.from({ length: 40 }, (_, i) => svc.record(i % 4 === 0 ? 'beta' : 'alpha', true, false));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(cache.callsOf.breaker).toBe(0);
+    // Four failures, then a success and four more: were the success stepped after the failures, the
+    // ninth report would be the fifth failure in a row and open the breaker.
+    await fail(svc, 'alpha', 4);
+    // alpha's 30 successes went first, as one call; beta's wait.
+    expect(cache.callsOf.breaker).toBe(1 + 4);
+    const success = svc.record('alpha', true, false);
+    await fail(svc, 'alpha', 4);
+    await success;
+    expect(cache.callsOf.breaker).toBe(1 + 4 + 1 + 4);
+    // A read steps what waits first (beta's 10, one call; that each is counted is the stores' contract).
+    const calls = cache.callsOf.breaker;
+    expect(await svc.states()).toEqual({ alpha: { state: 'closed', consecutiveFailures: 4 }, beta: { state: 'closed', consecutiveFailures: 0 } });
+    expect(cache.callsOf.breaker - calls).toBe(1 + 2);
+    await Promise.all(reported);
+  });
+
   it('opens when half of 20 requests in the last 10 s failed, and forgets requests older than that', async () => {
     const { svc, clock } = rig();
     // 10 failures among 19 requests, never 5 in a row, spread over 9.5 s.

@@ -49,6 +49,8 @@ export class CircuitBreakerOptions {
   now?: () => number;
   /** Degradation log interval. */
   logIntervalMs?: number;
+  /** Successes reported within this long of each other are stepped as one call (see `record`). */
+  successBatchMs?: number;
 }
 
 const DEFAULTS = {
@@ -63,6 +65,7 @@ const DEFAULTS = {
   probeLeaseMs: 60_000,
   idleTtlMs: 600_000,
   logIntervalMs: 30_000,
+  successBatchMs: 25,
 };
 
 const STATE_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
@@ -108,6 +111,11 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   /** Providers stepped since the current refresh began (refreshes never overlap): a refresh that read before a step must not undo it. */
   private readonly steppedSinceRead = new Set<string>();
   private readonly beat = new Periodic(() => this.readShared());
+  /** Per provider, the successes reported since its last batch was stepped, and the batch's end for those who wait on it. */
+  private readonly successes = new Map<string, { count: number; done: Promise<void>; settle: () => void }>();
+  private successTimer: NodeJS.Timeout | undefined;
+  /** Per provider, the last report step issued: each report's step starts after it, so the store sees reports in the order they came. */
+  private readonly lastReport = new Map<string, Promise<unknown>>();
   private stopped = false;
   /** The changes this replica's own steps made (the Admin API shows them). */
   private readonly transitions: BreakerTransitions;
@@ -169,11 +177,19 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   /**
    * Report the attempt's outcome; `probe` = the permit was 'probe'. Only failures that are fallback
    * triggers count (the caller decides). `cause`: the failure (kind and status), kept with the
-   * transition when this report opens the breaker.
+   * transition when this report opens the breaker. Resolves once the report is stepped.
+   *
+   * A plain success is gathered with the provider's other successes for `successBatchMs` and
+   * stepped as one call that counts each (`repeat`): a report per request would otherwise be a
+   * store round trip per request, for a step that on a healthy provider changes nothing anyone
+   * reads. Every other report steps at once, after the successes reported before it, so the store
+   * sees the reports in their order (a success still resets the run of failures before it).
    */
-  async record(providerId: string, ok: boolean, probe: boolean, cause?: BreakerCause): Promise<void> {
-    const op: BreakerOp = probe ? (ok ? 'probe_success' : 'probe_failure') : ok ? 'success' : 'failure';
-    await this.step(providerId, op, ok ? undefined : cause);
+  record(providerId: string, ok: boolean, probe: boolean, cause?: BreakerCause): Promise<void> {
+    if (ok && !probe) return this.addSuccess(providerId);
+    const op: BreakerOp = probe ? (ok ? 'probe_success' : 'probe_failure') : 'failure';
+    this.stepSuccesses(providerId);
+    return this.report(providerId, () => this.step(providerId, op, ok ? undefined : cause));
   }
 
   /** The provider's recent transitions, newest first (see BreakerTransitions for what each replica sees). */
@@ -185,12 +201,13 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
    * Gives back a probe lease whose attempt ended with no verdict (the client went away), so the next
    * request probes at once instead of after probeLeaseMs; counts neither a success nor a failure.
    */
-  async release(providerId: string): Promise<void> {
-    await this.step(providerId, 'probe_release');
+  release(providerId: string): Promise<void> {
+    return this.report(providerId, () => this.step(providerId, 'probe_release'));
   }
 
-  /** For /health/providers and explain: current state per configured provider id. */
+  /** For /health/providers and explain: current state per configured provider id (the successes waiting for their batch stepped first). */
   async states(): Promise<Record<string, ProviderBreakerState>> {
+    await this.stepAllSuccesses();
     const ids = Object.keys(this.config.gateway.providers);
     const decisions = await Promise.all(ids.map((id) => this.step(id, 'state')));
     const out = keyedMap<ProviderBreakerState>();
@@ -232,7 +249,48 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     await this.beat.stop();
+    await this.stepAllSuccesses();
     await this.store.close();
+  }
+
+  private addSuccess(providerId: string): Promise<void> {
+    let batch = this.successes.get(providerId);
+    if (!batch) {
+      let settle!: () => void;
+      const done = new Promise<void>((resolve) => (settle = resolve));
+      batch = { count: 0, done, settle };
+      this.successes.set(providerId, batch);
+    }
+    batch.count++;
+    this.successTimer ??= setTimeout(() => void this.stepAllSuccesses(), this.o.successBatchMs).unref();
+    return batch.done;
+  }
+
+  /** Steps the provider's waiting successes, if any, as one call; its promise is the batch's end. */
+  private stepSuccesses(providerId: string): Promise<void> {
+    const batch = this.successes.get(providerId);
+    if (!batch) return Promise.resolve();
+    this.successes.delete(providerId);
+    const stepped = this.report(providerId, () => this.step(providerId, 'success', undefined, batch.count));
+    void stepped.then(batch.settle);
+    return stepped;
+  }
+
+  private async stepAllSuccesses(): Promise<void> {
+    clearTimeout(this.successTimer);
+    this.successTimer = undefined;
+    await Promise.all([...this.successes.keys()].map((id) => this.stepSuccesses(id)));
+  }
+
+  /** Runs a report's step after the provider's previous report's; never rejects (step does not). */
+  private report(providerId: string, run: () => Promise<unknown>): Promise<void> {
+    const previous = this.lastReport.get(providerId);
+    const next = previous ? previous.then(run, run) : run();
+    this.lastReport.set(providerId, next);
+    void next.then(() => {
+      if (this.lastReport.get(providerId) === next) this.lastReport.delete(providerId);
+    });
+    return next.then(() => undefined);
   }
 
   private async readShared(): Promise<void> {
@@ -251,13 +309,13 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   }
 
   /** One step on the shared breaker, else on the local one; undefined when neither answered. */
-  private async step(providerId: string, op: BreakerOp, cause?: BreakerCause): Promise<BreakerDecision | undefined> {
+  private async step(providerId: string, op: BreakerOp, cause?: BreakerCause, repeat?: number): Promise<BreakerDecision | undefined> {
     const key = breakerKey(providerId);
-    let d = await this.store.tryShared((s) => s.breaker(key, op, this.params()), CACHE_TOPIC, { fallback: 'local breaker' });
+    let d = await this.store.tryShared((s) => s.breaker(key, op, this.params(), undefined, repeat), CACHE_TOPIC, { fallback: 'local breaker' });
     if (!d) {
       this.localAnswers.inc({ provider: providerId });
       try {
-        d = await this.store.local.breaker(key, op, this.params());
+        d = await this.store.local.breaker(key, op, this.params(), undefined, repeat);
       } catch (err) {
         this.fallback.warn('circuit-breaker.failed', err, { provider: providerId });
         return undefined;

@@ -34,9 +34,9 @@ class ControlledStore extends MemoryCacheStore {
     return super.ping(timeoutMs);
   }
 
-  override async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision> {
+  override async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number, repeat?: number): Promise<BreakerDecision> {
     if (op === 'acquire') this.acquireCalls++;
-    if (op !== 'state') return super.breaker(key, op, params, nowMs);
+    if (op !== 'state') return super.breaker(key, op, params, nowMs, repeat);
     this.stateCalls++;
     if (this.fail) throw new Error('connection refused');
     // Read now, answer later: a slow answer carries the state of when it was read.

@@ -89,11 +89,16 @@ export function checkSettle(windows: readonly SettleWindow[], counters: readonly
   checkSpendKeys('settle', [...windows.flatMap((w) => [w.key, sumKeyOf(w.key)]), ...counters.map((c) => c.key)]);
 }
 
+/** Most successes one breaker step takes in a row (the script loops over them). */
+export const MAX_BREAKER_REPEAT = 100_000;
+
 const BREAKER_OPS: readonly BreakerOp[] = ['acquire', 'success', 'failure', 'probe_success', 'probe_failure', 'probe_release', 'state'];
 
 /** Breaker arguments, checked alike on both adapters (the Lua script trusts them). */
-export function checkBreaker(op: BreakerOp, p: BreakerParams, nowMs: number | undefined): void {
+export function checkBreaker(op: BreakerOp, p: BreakerParams, nowMs: number | undefined, repeat = 1): void {
   if (!BREAKER_OPS.includes(op)) throw new RangeError(`unknown breaker op ${String(op)}`);
+  if (!Number.isSafeInteger(repeat) || repeat < 1 || repeat > MAX_BREAKER_REPEAT) throw new RangeError(`breaker repeat must be an integer in [1, ${MAX_BREAKER_REPEAT}], got ${repeat}`);
+  if (repeat > 1 && op !== 'success') throw new RangeError(`breaker repeat is for success only, got ${op}`);
   for (const name of ['failureThreshold', 'windowMs', 'buckets', 'minRequests', 'baseOpenMs', 'maxOpenMs', 'probeLeaseMs', 'ttlMs'] as const) {
     if (!Number.isSafeInteger(p[name]) || p[name] < 1) throw new RangeError(`breaker ${name} must be an integer >= 1, got ${p[name]}`);
   }

@@ -164,8 +164,10 @@ export abstract class CacheStore {
    * One atomic step of the circuit breaker whose state lives at `key` (a per-provider key such as
    * `cb:{provider:openai}`), so every replica sees one breaker. `nowMs` overrides the store's clock
    * (the Redis server's TIME, or the memory store's injected clock); callers normally omit it.
+   * `repeat` (success only, default 1): that many successes in a row in one step, each counted and
+   * checked as if it came alone, so reports gathered over a moment cost one call.
    */
-  abstract breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision>;
+  abstract breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number, repeat?: number): Promise<BreakerDecision>;
   abstract ping(timeoutMs: number): Promise<void>;
   abstract close(): Promise<void>;
 }

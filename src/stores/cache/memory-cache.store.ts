@@ -237,9 +237,9 @@ export class MemoryCacheStore extends CacheStore {
   }
 
   /** The steps of lua/breaker.lua (its header documents them), in one synchronous run. */
-  async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision> {
+  async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number, repeat = 1): Promise<BreakerDecision> {
     this.open();
-    checkBreaker(op, params, nowMs);
+    checkBreaker(op, params, nowMs, repeat);
     const p = params;
     const now = nowMs ?? Math.floor(this.now());
     const entry = this.live(key);
@@ -284,9 +284,9 @@ export class MemoryCacheStore extends CacheStore {
     const count = (failed: boolean): void => {
       bump(failed);
       dirty = true;
-      const n = requests + 1;
-      const f = failures + (failed ? 1 : 0);
-      if (cf >= p.failureThreshold || (n >= p.minRequests && f >= p.failureRatio * n)) openNow();
+      requests += 1;
+      if (failed) failures += 1;
+      if (cf >= p.failureThreshold || (requests >= p.minRequests && failures >= p.failureRatio * requests)) openNow();
     };
     const closedSuccess = (): void => {
       cf = 0;
@@ -309,7 +309,7 @@ export class MemoryCacheStore extends CacheStore {
         }
         break;
       case 'success':
-        if (st === 0) closedSuccess();
+        for (let i = 0; i < repeat && st === 0; i++) closedSuccess();
         break;
       case 'failure':
         if (st === 0) closedFailure();

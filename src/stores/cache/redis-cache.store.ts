@@ -175,8 +175,8 @@ export class RedisCacheStore extends CacheStore {
     return { allowed: allowed === 1, value: Number(value) };
   }
 
-  async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number): Promise<BreakerDecision> {
-    checkBreaker(op, params, nowMs);
+  async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number, repeat = 1): Promise<BreakerDecision> {
+    checkBreaker(op, params, nowMs, repeat);
     const p = params;
     const reply = await this.run('breaker', () =>
       this.client.breaker(
@@ -194,6 +194,7 @@ export class RedisCacheStore extends CacheStore {
         p.random,
         p.probeLeaseMs,
         p.ttlMs,
+        repeat,
       ),
     );
     const [state, permit, openUntil, consecutiveFailures, openings, opened] = reply.map(Number);

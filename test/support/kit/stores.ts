@@ -49,9 +49,9 @@ export class SwitchableCache extends MemoryCacheStore {
     this.gate('settle');
     return super.settle(windows, counters);
   }
-  override async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number) {
+  override async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number, repeat?: number) {
     this.gate('breaker');
-    return super.breaker(key, op, params, nowMs);
+    return super.breaker(key, op, params, nowMs, repeat);
   }
   override async ping(timeoutMs: number) {
     this.gate('ping');

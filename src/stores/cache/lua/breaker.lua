@@ -27,13 +27,16 @@
     ARGV[11]   random             caller's uniform draw in [0, 1)
     ARGV[12]   probeLeaseMs       how long a probe lease holds
     ARGV[13]   ttlMs              the hash expires this long after its last write (plus open time)
+    ARGV[14]   repeat             success only: the step taken this many times in a row (>= 1;
+                                  absent = 1), each counted and checked as if it came alone
 
   Steps:
     acquire        closed: permit allow. Open, open time running: reject. Open time over
                    (half-open): the caller gets the probe lease (permit probe) unless an unexpired
                    lease is out (reject).
-    success        closed: consecutive failures reset, one request counted. Otherwise nothing: only
-                   a probe closes the breaker.
+    success        closed: consecutive failures reset, one request counted (`repeat` times, the rate
+                   rule checked after each; once one opens the breaker the rest do nothing).
+                   Otherwise nothing: only a probe closes the breaker.
     failure        closed: consecutive failures + 1, one failed request counted. Otherwise nothing.
                    After either, a closed breaker opens when consecutive failures >=
                    failureThreshold, or requests >= minRequests and failures / requests >=
@@ -80,6 +83,7 @@ local jitter = tonumber(ARGV[10])
 local random = tonumber(ARGV[11])
 local lease = tonumber(ARGV[12])
 local ttl = tonumber(ARGV[13])
+local repeats = tonumber(ARGV[14] or '1')
 
 -- Integers as text without an exponent (redis.call would print large Lua numbers with 14 digits).
 local function int(x)
@@ -149,10 +153,10 @@ end
 -- The rate rule is checked after every counted request, a success included: 16 failures of 20 open
 -- the breaker whichever of them came last.
 local function count(failed)
-  bumpN = 1
-  if failed then bumpF = 1 end
+  bumpN = bumpN + 1
+  if failed then bumpF = bumpF + 1 end
   dirty = true
-  local n = requests + 1
+  local n = requests + bumpN
   local f = failures + bumpF
   if cf >= threshold or (n >= minRequests and f >= ratio * n) then
     open()
@@ -184,7 +188,10 @@ if step == 'acquire' then
     dirty = true
   end
 elseif step == 'success' then
-  if st == 0 then closedSuccess() end
+  for _ = 1, repeats do
+    if st ~= 0 then break end
+    closedSuccess()
+  end
 elseif step == 'failure' then
   if st == 0 then closedFailure() end
 elseif step == 'probe_success' then
