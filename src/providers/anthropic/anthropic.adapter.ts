@@ -43,7 +43,7 @@ export class AnthropicAdapter implements ProviderAdapter {
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatResult> {
     const res = await this.send(req, ctx, false);
-    const text = await UpstreamHttp.text(res.body);
+    const text = await res.text();
     let msg: WireResponse;
     try {
       msg = JSON.parse(text) as WireResponse;

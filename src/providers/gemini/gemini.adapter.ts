@@ -39,7 +39,7 @@ export class GeminiAdapter implements ProviderAdapter {
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatResult> {
     const res = await this.send(ctx, 'generateContent', toGenerateContentRequest(req, ctx.target.model.reasoning, structuredOutputOf(ctx.target)), false);
-    return fromGenerateContentResponse(parseJson<GeminiGenerateContentResponse>(await UpstreamHttp.text(res.body), 'response'));
+    return fromGenerateContentResponse(parseJson<GeminiGenerateContentResponse>(await res.text(), 'response'));
   }
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
@@ -49,7 +49,7 @@ export class GeminiAdapter implements ProviderAdapter {
       const mapper = new GeminiStreamMapper();
       if (contentType.includes('json')) {
         // A JSON array (no alt=sse honoured) or a lone error object in place of the event stream.
-        const parsed = parseJson<GeminiGenerateContentResponse | GeminiGenerateContentResponse[]>(await UpstreamHttp.text(res.body), 'stream');
+        const parsed = parseJson<GeminiGenerateContentResponse | GeminiGenerateContentResponse[]>(await res.text(), 'stream');
         for (const fragment of Array.isArray(parsed) ? parsed : [parsed]) yield* mapper.push(fragment);
       } else {
         for await (const e of readSse(res.body)) yield* mapper.push(parseJson<GeminiGenerateContentResponse>(e.data, 'stream event'));
@@ -76,7 +76,7 @@ export class GeminiAdapter implements ProviderAdapter {
     const renormalise = dims !== undefined;
     if (req.input.length === 1) {
       const res = await this.send(ctx, 'embedContent', toEmbedContentRequest(req.input[0], dims), false);
-      return fromEmbedResponses(req.input, parseJson<GeminiEmbedContentResponse>(await UpstreamHttp.text(res.body), 'embedding response'), renormalise);
+      return fromEmbedResponses(req.input, parseJson<GeminiEmbedContentResponse>(await res.text(), 'embedding response'), renormalise);
     }
     const result: EmbeddingResult = { embeddings: [], usage: { prompt_tokens: 0, total_tokens: 0 } };
     const { totalMs } = ctx.target.timeouts;
@@ -90,7 +90,7 @@ export class GeminiAdapter implements ProviderAdapter {
       try {
         const batch = toBatchEmbedContentsRequest({ ...req, input }, ctx.target.upstream, dims);
         const res = await this.send(ctx, 'batchEmbedContents', batch, false, { ...ctx.target.timeouts, totalMs: left });
-        body = parseJson<GeminiBatchEmbedContentsResponse>(await UpstreamHttp.text(res.body), 'embedding response');
+        body = parseJson<GeminiBatchEmbedContentsResponse>(await res.text(), 'embedding response');
       } catch (err) {
         // The batch's own timer is the call's deadline: report it as the call's total, not the time left.
         if (err instanceof UpstreamError && err.kind === 'timeout' && err.opts.phase === 'total') throw outOfTime();

@@ -29,7 +29,7 @@ async function close(server: http.Server, client?: UpstreamHttp): Promise<void> 
 }
 
 /** The whole answer's text. */
-const textOf = async (client: UpstreamHttp, req: UpstreamRequest) => UpstreamHttp.text((await client.send(req)).body);
+const textOf = async (client: UpstreamHttp, req: UpstreamRequest) => (await client.send(req)).text();
 
 describe('UpstreamHttp content-encoding', () => {
   let server: http.Server;
@@ -63,6 +63,48 @@ describe('UpstreamHttp content-encoding', () => {
     encoding = name;
     payload = Buffer.from('{"ok":true}');
     expect(await read()).toBe('{"ok":true}');
+  });
+});
+
+describe('UpstreamHttp whole answers', () => {
+  it('an answer cut before its declared length is a network error, and the connection is not reused', async () => {
+    let connections = 0;
+    let cut = true;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': 100 });
+      if (!cut) return void res.end(`{"ok":true}${' '.repeat(89)}`);
+      res.write('{"ok":');
+      setTimeout(() => res.socket?.destroy(), 20);
+    });
+    server.on('connection', () => connections++);
+    const url = await listen(server);
+    const client = new UpstreamHttp();
+    try {
+      await expect(textOf(client, request(url))).rejects.toMatchObject({ kind: 'network' });
+      cut = false;
+      expect((await textOf(client, request(url))).trim()).toBe('{"ok":true}');
+      expect(connections).toBe(2);
+    } finally {
+      await close(server, client);
+    }
+  });
+
+  it('an answer that stalls hits the total timeout, and one over the size cap is a protocol error', async () => {
+    const server = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (req.url?.endsWith('-big')) return void res.end('x'.repeat(4096));
+      res.write('{"ok":');
+    });
+    const url = await listen(server);
+    const client = new UpstreamHttp();
+    try {
+      await expect(textOf(client, request(url, { timeouts: { ...TIMEOUTS, totalMs: 100 } }))).rejects.toMatchObject({ kind: 'timeout' });
+      await expect(textOf(client, request(`${url}-big`, { maxBytes: 1024 }))).rejects.toMatchObject({ kind: 'protocol' });
+    } finally {
+      await close(server, client);
+    }
   });
 });
 

@@ -32,6 +32,8 @@ export interface UpstreamResponse {
   headers: Record<string, string | string[] | undefined>;
   /** The body as it arrives, under the idle/total timers and the size cap. Iterate it once. */
   body: AsyncIterable<Buffer>;
+  /** Or the whole body as text, under the same timers and cap (a whole answer: no iterator). Either this or `body`, once. */
+  text(): Promise<string>;
 }
 
 /**
@@ -131,13 +133,6 @@ export class UpstreamHttp {
       timeout: 0,
     };
     return new Promise<UpstreamResponse>((resolve, reject) => new UpstreamCall(req, resolve, reject).start(endpoint.transport, options, payload));
-  }
-
-  /** Reads a whole (capped) body as text. */
-  static async text(body: AsyncIterable<Buffer>): Promise<string> {
-    const chunks: Buffer[] = [];
-    for await (const c of body) chunks.push(c);
-    return chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
   }
 
   destroy(): void {

@@ -42,7 +42,7 @@ export class OpenAiCompatibleAdapter implements ProviderAdapter {
     const endpoint = endpointFor(ctx.target, this.variant, 'chat/completions');
     const body = toWireRequest(req, ctx.target, this.variant, { stream: false, modelInBody: endpoint.modelInBody });
     const res = await this.send(ctx, endpoint.url, body, false);
-    return fromWireResponse(parseJson<WireChatCompletion>(await UpstreamHttp.text(res.body), 'response body'), this.variant);
+    return fromWireResponse(parseJson<WireChatCompletion>(await res.text(), 'response body'), this.variant);
   }
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
@@ -56,7 +56,7 @@ export class OpenAiCompatibleAdapter implements ProviderAdapter {
     const endpoint = endpointFor(ctx.target, this.variant, 'embeddings');
     const body = toWireEmbeddingRequest(req, ctx.target, { modelInBody: endpoint.modelInBody });
     const res = await this.send(ctx, endpoint.url, body, false);
-    return fromWireEmbeddings(parseJson<WireEmbeddingResponse>(await UpstreamHttp.text(res.body), 'embeddings body'), req.input.length);
+    return fromWireEmbeddings(parseJson<WireEmbeddingResponse>(await res.text(), 'embeddings body'), req.input.length);
   }
 
   private send(ctx: CallContext, url: string, body: unknown, stream: boolean): Promise<UpstreamResponse> {
