@@ -179,23 +179,18 @@ export class UpstreamCall {
     try {
       // Not destroyed when the reader stops early: the connection may still go back to the pool (release).
       for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-        this.onChunk();
-        size += chunk.length;
-        if (size > this.req.maxBytes) throw new UpstreamError('protocol', `response larger than ${this.req.maxBytes} bytes`);
+        const tooLarge = this.chunkArrived((size += chunk.length));
+        if (tooLarge) throw tooLarge;
         yield chunk;
       }
       stopped = false;
-      if (this.failure) throw this.failure;
-      // A connection that closed before the declared end of the body.
-      if (!res.complete) throw new UpstreamError('network', 'the upstream closed the connection before the end of the body');
+      const failure = this.readFailure(res);
+      if (failure) throw failure;
     } catch (err) {
       stopped = false;
       throw this.mapError(err);
     } finally {
-      this.clearAll();
-      if (stopped && source === res) this.release(res);
-      else if (!res.complete || !res.readableEnded) this.outgoing.destroy();
-      if (source !== res && !source.destroyed) source.destroy();
+      this.endRead(source, res, stopped);
     }
   }
 
@@ -208,36 +203,52 @@ export class UpstreamCall {
     return new Promise<string>((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;
-      let ended = false;
       const onData = (chunk: Buffer): void => {
-        this.onChunk();
-        size += chunk.length;
-        if (size > this.req.maxBytes) finish(new UpstreamError('protocol', `response larger than ${this.req.maxBytes} bytes`));
+        const tooLarge = this.chunkArrived((size += chunk.length));
+        if (tooLarge) finish(tooLarge);
         else chunks.push(chunk);
       };
-      const onEnd = (): void => {
-        ended = true;
-        finish(undefined);
-      };
+      const onEnd = (): void => finish();
       const onError = (err: unknown): void => finish(err);
-      // Closed before its end with no error of its own: what the iterator reports as a premature close.
-      const onClose = (): void => {
-        if (!ended) finish(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
-      };
-      const finish = (err: unknown): void => {
+      // Closed before its end with no error of its own (after the end, finish has removed this listener).
+      const onClose = (): void => finish(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+      const finish = (err?: unknown): void => {
         source.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
-        let failure: UpstreamError | undefined = err === undefined ? undefined : this.mapError(err);
-        if (!failure && this.failure) failure = this.failure;
-        // A connection that closed before the declared end of the body.
-        if (!failure && !res.complete) failure = new UpstreamError('network', 'the upstream closed the connection before the end of the body');
-        this.clearAll();
-        if (failure || !res.complete || !res.readableEnded) this.outgoing.destroy();
-        if (source !== res && !source.destroyed) source.destroy();
+        const failure = this.readFailure(res, err);
+        this.endRead(source, res, false);
         if (failure) reject(failure);
         else resolve(chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8'));
       };
       source.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
     });
+  }
+
+  /** A chunk arrived, `size` the body so far: the timers (onChunk), then the size cap, whose error it returns once passed. */
+  private chunkArrived(size: number): UpstreamError | undefined {
+    this.onChunk();
+    return size > this.req.maxBytes ? new UpstreamError('protocol', `response larger than ${this.req.maxBytes} bytes`) : undefined;
+  }
+
+  /**
+   * What a read that stopped reports: the error that stopped it, else the call's first failure (a
+   * timer or the client), else a connection that closed before the declared end of the body; nothing
+   * for a whole body.
+   */
+  private readFailure(res: http.IncomingMessage, err?: unknown): UpstreamError | undefined {
+    if (err !== undefined) return this.mapError(err);
+    if (this.failure) return this.failure;
+    return res.complete ? undefined : new UpstreamError('network', 'the upstream closed the connection before the end of the body');
+  }
+
+  /**
+   * However a read ended: the timers cleared; a reader that stopped early with nothing wrong lets the
+   * connection go back to the pool (release), any other end short of the body's drops it.
+   */
+  private endRead(source: Readable, res: http.IncomingMessage, stoppedEarly: boolean): void {
+    this.clearAll();
+    if (stoppedEarly && source === res) this.release(res);
+    else if (!res.complete || !res.readableEnded) this.outgoing.destroy();
+    if (source !== res && !source.destroyed) source.destroy();
   }
 
   /**

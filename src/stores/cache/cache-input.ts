@@ -90,7 +90,7 @@ export function checkSettle(windows: readonly SettleWindow[], counters: readonly
 }
 
 /** Most successes one breaker step takes in a row (the script loops over them). */
-export const MAX_BREAKER_REPEAT = 100_000;
+const MAX_BREAKER_REPEAT = 100_000;
 
 const BREAKER_OPS: readonly BreakerOp[] = ['acquire', 'success', 'failure', 'probe_success', 'probe_failure', 'probe_release', 'state'];
 
