@@ -1,9 +1,8 @@
-import { DynamicModule, MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
+import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD } from '@nestjs/core';
 import { ApiKeyGuard } from './common/auth/api-key.guard';
 import { CommonModule } from './common/common.module';
 import { GatewayExceptionFilter } from './common/errors/gateway-exception.filter';
-import { RequestContextMiddleware } from './common/http/request-context.middleware';
 import { AdminModule } from './admin/admin.module';
 import { ConsoleModule } from './console/console.module';
 import { ChatModule } from './chat/chat.module';
@@ -26,7 +25,7 @@ import { StoresModule } from './stores/stores.module';
 import { TenancyModule } from './tenancy/tenancy.module';
 
 @Module({})
-export class AppModule implements NestModule {
+export class AppModule {
   /** The whole gateway for a given configuration and logger (main.ts, the CLI and e2e tests use it). */
   static forRoot(config: AppConfig, logger: AppLogger): DynamicModule {
     return {
@@ -39,10 +38,12 @@ export class AppModule implements NestModule {
         ResilienceModule,
         StoresModule,
         TenancyModule,
-        HealthModule,
+        // Express tries its routes in the order the modules register them, each a path match: the
+        // endpoints every request of an application calls come first (docs/architecture.md "Performance budget").
         ChatModule,
         ResponsesModule,
         EmbeddingsModule,
+        HealthModule,
         ModelsModule,
         ExperimentsModule,
         FeedbackModule,
@@ -60,9 +61,5 @@ export class AppModule implements NestModule {
         { provide: APP_FILTER, useExisting: GatewayExceptionFilter },
       ],
     };
-  }
-
-  configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(RequestContextMiddleware).forRoutes('*path');
   }
 }

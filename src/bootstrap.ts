@@ -3,6 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Server } from 'node:http';
 import { AppModule } from './app.module';
+import { RequestContextMiddleware } from './common/http/request-context.middleware';
 import { DrainState } from './common/lifecycle/drain-state';
 import { AppLogger, createLogger } from './common/logging/logger';
 import { NestPinoLogger } from './common/logging/nest-logger';
@@ -34,6 +35,14 @@ export async function createGatewayApp(config: AppConfig, logger: AppLogger = ap
 export async function prepareApp(app: NestExpressApplication, config: AppConfig): Promise<GatewayApp> {
   app.disable('x-powered-by');
   app.set('etag', false);
+  /*
+   * The request context (id, draining, access line, metrics) runs for every request, first: mounted
+   * at Express's root it needs no path match, where Nest's consumer for `*path` matched a wildcard
+   * and kept each request in a WeakSet (docs/architecture.md "Performance budget"). It never throws;
+   * if it did, Express would hand the error to Nest's handler, which answers with the error catalogue.
+   */
+  const context = app.get(RequestContextMiddleware);
+  app.use(context.use.bind(context));
   await app.init();
   const { demoKey } = await app.get(TenancyService).seed(config.gateway, { demo: !config.env.databaseUrl });
   return { app, demoKey };
