@@ -1,14 +1,14 @@
 import pino, { DestinationStream, Logger } from 'pino';
 import type { LogLevel } from '../../config/env';
-import { TurnBatchedOutput } from './turn-batched-output';
+import { BatchedLineOutput } from './batched-line-output';
 
 /**
  * The process logger: pino JSON lines. Nothing here logs headers or bodies; the redact list is a
  * second line of defence for fields that must never appear (docs/architecture.md "No prompt text stored or logged").
  *
- * Standard output gets the lines of one event-loop turn in one write, right after the turn
- * (TurnBatchedOutput: pino's default is one write(2) per line, its asynchronous destination a trip
- * through libuv's thread pool per write); what is pending is written on process exit.
+ * Standard output gets its lines in one write per 20 ms, or right after the turn once 64 KiB are
+ * pending (BatchedLineOutput: pino's default is one write(2) per line, its asynchronous destination a
+ * trip through libuv's thread pool per write); what is pending is written on process exit.
  */
 /** The fields no log line may show, wherever they sit (redaction paths of pino). */
 export const REDACT = {
@@ -16,12 +16,12 @@ export const REDACT = {
   censor: '[redacted]',
 };
 
-let stdoutOutput: TurnBatchedOutput | undefined;
+let stdoutOutput: BatchedLineOutput | undefined;
 
 /** Standard output's one batcher, whatever number of loggers write to it (a CLI command makes several); written out on exit. */
-function standardOutput(): TurnBatchedOutput {
+function standardOutput(): BatchedLineOutput {
   if (stdoutOutput === undefined) {
-    const out = new TurnBatchedOutput();
+    const out = new BatchedLineOutput();
     process.once('exit', () => out.flush());
     stdoutOutput = out;
   }
