@@ -1,12 +1,4 @@
-import { makeConfig, memoryLogger, SwitchableCache, SwitchableSql } from '../../test/support/kit';
-import { createTestPglite } from '../../test/support/pglite';
-import { GatewayError } from '../common/errors/gateway-error';
-import { MetricsService } from '../metrics/metrics.service';
-import { StoreFallback } from '../resilience/store-fallback';
-import { Secret } from '../config/secret';
-import { ApiKeyHasher } from './api-key-hasher';
-import { TenancyRepository } from './tenancy.repository';
-import { TenancyService } from './tenancy.service';
+import { tenancyRig } from '../../test/support/tenancy-rig';
 
 /**
  * A key past its `expires_at` (README "Limits") is an unknown key: the same answer (null, so the
@@ -24,30 +16,7 @@ organizations:
       - { id: plain, key: gw-plain-key }
 `;
 
-async function rig() {
-  const clock = { t: T0 };
-  const pglite = await createTestPglite();
-  const sql = new SwitchableSql(pglite);
-  const cache = new SwitchableCache();
-  const metrics = new MetricsService();
-  const { logger } = memoryLogger();
-  const config = makeConfig(YAML);
-  const tenancy = new TenancyService(new TenancyRepository(sql), cache, new ApiKeyHasher(new Secret('pepper')), metrics, new StoreFallback(metrics, logger), config, { now: () => clock.t });
-  await tenancy.seed(config.gateway, { demo: false });
-  /** What one authentication did: its answer and the store calls it made. */
-  const auth = async (key: string) => {
-    const [c0, s0] = [{ ...cache.callsOf }, sql.queries];
-    let answer: unknown;
-    try {
-      answer = await tenancy.authenticate(key);
-    } catch (err) {
-      answer = err instanceof GatewayError ? err.toBody() : err;
-    }
-    const calls = Object.fromEntries(Object.entries(cache.callsOf).map(([k, v]) => [k, v - c0[k as keyof typeof c0]]).filter(([, n]) => n !== 0));
-    return { answer, calls, queries: sql.queries - s0 };
-  };
-  return { tenancy, clock, sql, cache, auth, close: () => pglite.close() };
-}
+const rig = () => tenancyRig(YAML, T0);
 
 describe('TenancyService: an expired key', () => {
   it('answers and calls the stores exactly as an unknown key, first and second time', async () => {
@@ -87,7 +56,7 @@ describe('TenancyService: an expired key', () => {
       r.clock.t += 1_000;
       r.sql.down = true;
       // Past the local caches: every record is looked up again.
-      const fresh = new TenancyService(new TenancyRepository(r.sql), r.cache, new ApiKeyHasher(new Secret('pepper')), new MetricsService(), new StoreFallback(new MetricsService(), memoryLogger().logger), makeConfig(YAML), { now: () => r.clock.t });
+      const fresh = r.fresh();
       const unavailable = { error: { type: 'error', code: 'internal', message: 'The key store is unavailable.' } };
       await expect(fresh.authenticate('gw-expiring-key')).rejects.toMatchObject({ status: 503, message: unavailable.error.message });
       await expect(fresh.authenticate('gw-no-such-key')).rejects.toMatchObject({ status: 503, message: unavailable.error.message });

@@ -61,6 +61,8 @@ export class TenancyService extends ApiKeyAuthenticator {
   private readonly now: () => number;
   private readonly local: KeyCache;
   private readonly lastKnown = new Map<string, Caller>();
+  /** Lookups under way, by key hash: concurrent requests with the same uncached key share one. */
+  private readonly pending = new Map<string, Promise<Caller | null>>();
   private readonly servedLastKnown: Counter<'from'>;
   /** Optional: tools that build the service by hand record no "last used". */
   @Optional() @Inject(KeyUsageRecorder) private readonly usage?: KeyUsageRecorder;
@@ -172,7 +174,18 @@ export class TenancyService extends ApiKeyAuthenticator {
     const hash = this.hasher.hash(plainKey);
     const cached = this.local.get(hash);
     if (cached !== undefined && !this.expired(cached)) return cached;
+    // Requests that arrive together with a key this replica does not hold (a restart under load, a
+    // client's first burst) share one lookup, rather than each asking the stores the same question.
+    let pending = this.pending.get(hash);
+    if (pending === undefined) {
+      pending = this.fetchRecord(hash).finally(() => this.pending.delete(hash));
+      this.pending.set(hash, pending);
+    }
+    return pending;
+  }
 
+  /** The key's record from the shared cache, else the analytics store, else its last known record (see lookup). */
+  private async fetchRecord(hash: string): Promise<Caller | null> {
     const shared = await this.sharedRecord(sharedKey(hash));
     if (shared && !this.expired(shared)) {
       this.local.set(hash, shared);
