@@ -2,6 +2,7 @@ import { BeforeApplicationShutdown, Injectable, Optional } from '@nestjs/common'
 import type { Logger } from 'pino';
 import { Counter } from 'prom-client';
 import { setBounded } from '../common/bounded-map';
+import { SingleFlight } from '../common/concurrency/single-flight';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
 import { AppLogger } from '../common/logging/logger';
@@ -211,7 +212,7 @@ export class LimitsService implements BeforeApplicationShutdown {
   /** The last value seen per counter: where the in-process count starts when both stores are down. */
   private readonly lastUsed = new Map<string, number>();
   /** Durable reads of missing counters under way, shared by the requests that wait on them. */
-  private readonly seeding = new Map<string, Promise<number>>();
+  private readonly seeding = new SingleFlight<string, number>();
   /**
    * Budget charged up front by this replica's requests still in flight, per (org, key or '', month):
    * spend no durable row holds yet, counted when a budget is seeded or decided in the analytics store.
@@ -625,12 +626,8 @@ export class LimitsService implements BeforeApplicationShutdown {
    * counter starts from the last value this replica saw (a rebuild is left for a later request).
    */
   private async seeded(plan: Plan, c: PlannedCounter, rebuild: boolean): Promise<SpendCounter> {
-    let read = this.seeding.get(c.key);
-    if (!read) {
-      // The deadline lets the store breaker see a frozen server; withTimeout bounds the embedded store too.
-      read = withTimeout(this.durableOf(plan, c, this.o.seedTimeoutMs), this.o.seedTimeoutMs, 'monthly usage read').finally(() => this.seeding.delete(c.key));
-      this.seeding.set(c.key, read);
-    }
+    // The deadline lets the store breaker see a frozen server; withTimeout bounds the embedded store too.
+    const read = this.seeding.run(c.key, () => withTimeout(this.durableOf(plan, c, this.o.seedTimeoutMs), this.o.seedTimeoutMs, 'monthly usage read'));
     try {
       const durable = await read;
       return { ...c, seed: durable + this.unwritten(plan, c), reseed: rebuild };

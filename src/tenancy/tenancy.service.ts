@@ -1,6 +1,7 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { ApiKeyAuthenticator } from '../common/auth/api-key-authenticator';
+import { SingleFlight } from '../common/concurrency/single-flight';
 import { GatewayError } from '../common/errors/gateway-error';
 import type { Caller } from '../common/http/request-context';
 import { FEATURES, KeyLimits, OrgLimits, Permission } from '../config/gateway-config.schema';
@@ -62,7 +63,7 @@ export class TenancyService extends ApiKeyAuthenticator {
   private readonly local: KeyCache;
   private readonly lastKnown = new Map<string, Caller>();
   /** Lookups under way, by key hash: concurrent requests with the same uncached key share one. */
-  private readonly pending = new Map<string, Promise<Caller | null>>();
+  private readonly lookups = new SingleFlight<string, Caller | null>();
   private readonly servedLastKnown: Counter<'from'>;
   /** Optional: tools that build the service by hand record no "last used". */
   @Optional() @Inject(KeyUsageRecorder) private readonly usage?: KeyUsageRecorder;
@@ -176,12 +177,7 @@ export class TenancyService extends ApiKeyAuthenticator {
     if (cached !== undefined && !this.expired(cached)) return cached;
     // Requests that arrive together with a key this replica does not hold (a restart under load, a
     // client's first burst) share one lookup, rather than each asking the stores the same question.
-    let pending = this.pending.get(hash);
-    if (pending === undefined) {
-      pending = this.fetchRecord(hash).finally(() => this.pending.delete(hash));
-      this.pending.set(hash, pending);
-    }
-    return pending;
+    return this.lookups.run(hash, () => this.fetchRecord(hash));
   }
 
   /** The key's record from the shared cache, else the analytics store, else its last known record (see lookup). */

@@ -5,8 +5,8 @@ import { BatchedLineOutput, LineSink } from './batched-line-output';
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/** Lines out right after their turn, as the tests of the queue limits want them. */
-const TURN = { lingerMs: 0 };
+/** Lines out right after their turn (any pending byte count reaches flushBytes), as the tests of the queue limits want them. */
+const TURN = { flushBytes: 0 };
 
 /** A sink that records each write and reports a queue of the given size. */
 function recordingSink(queued = () => 0) {

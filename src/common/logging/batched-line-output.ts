@@ -12,7 +12,7 @@ export interface LineSink {
 export interface BatchedLineOutputOptions {
   /** Past this many bytes queued (in the sink and pending here) lines are dropped and counted. */
   maxQueuedBytes?: number;
-  /** How long a line may wait for others to share its write; 0 writes right after the turn it came in. */
+  /** How long a line may wait for others to share its write. */
   lingerMs?: number;
   /** Pending lines of at least this many bytes go out right after the turn, whatever the linger. */
   flushBytes?: number;
@@ -76,7 +76,7 @@ export class BatchedLineOutput implements DestinationStream {
       return;
     }
     this.pending += line;
-    if (this.lingerMs === 0 || this.pending.length >= this.flushBytes) {
+    if (this.pending.length >= this.flushBytes) {
       if (!this.soon) {
         this.soon = true;
         setImmediate(this.flushPending);
