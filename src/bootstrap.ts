@@ -3,6 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Server } from 'node:http';
 import { AppModule } from './app.module';
+import { GatewayExpressAdapter } from './common/http/express-messages';
 import { RequestContextMiddleware } from './common/http/request-context.middleware';
 import { DrainState } from './common/lifecycle/drain-state';
 import { AppLogger, createLogger } from './common/logging/logger';
@@ -22,7 +23,7 @@ export function appLogger(config: AppConfig): AppLogger {
 
 /** Builds and initialises the gateway (stores connected and migrated, tenants seeded), not yet listening. */
 export async function createGatewayApp(config: AppConfig, logger: AppLogger = appLogger(config)): Promise<GatewayApp> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, logger), {
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, logger), new GatewayExpressAdapter(), {
     // Bodies are parsed per route after the guards (`@JsonBody`, common/http/json-body.decorator.ts), never globally.
     bodyParser: false,
     logger: new NestPinoLogger(logger.pino),

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { AppModule } from '../../src/app.module';
 import { prepareApp } from '../../src/bootstrap';
+import { GatewayExpressAdapter } from '../../src/common/http/express-messages';
 import { createLogger } from '../../src/common/logging/logger';
 import { AppConfig } from '../../src/config/app-config';
 import { loadEnv } from '../../src/config/env';
@@ -91,7 +92,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   if (!config.env.databaseUrl) builder = builder.overrideProvider(SqlStore).useValue(await createTestPglite());
   for (const o of opts.overrides ?? []) builder = builder.overrideProvider(o.provide).useValue(o.useValue);
   const moduleRef = await builder.compile();
-  const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
+  const app = moduleRef.createNestApplication<NestExpressApplication>(new GatewayExpressAdapter(), { bodyParser: false, logger: false });
   const { demoKey } = await prepareApp(app, config);
   await app.listen(0, '127.0.0.1');
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
