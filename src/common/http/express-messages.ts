@@ -45,8 +45,9 @@ export function expressMessageClasses(app: Express): http.ServerOptions | undefi
  */
 export class GatewayExpressAdapter extends ExpressAdapter {
   override initHttpServer(options: NestApplicationOptions): void {
-    const classes = options?.httpsOptions || options?.forceCloseConnections ? undefined : expressMessageClasses(this.getInstance<Express>());
+    const app = this.getInstance<Express>();
+    const classes = options?.httpsOptions || options?.forceCloseConnections ? undefined : expressMessageClasses(app);
     if (!classes) return super.initHttpServer(options);
-    this.setHttpServer(http.createServer(classes, this.getInstance<Express>()));
+    this.setHttpServer(http.createServer(classes, app));
   }
 }

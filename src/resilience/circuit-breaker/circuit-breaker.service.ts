@@ -116,6 +116,12 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
   private successTimer: NodeJS.Timeout | undefined;
   /** Per provider, the last report step issued: each report's step starts after it, so the store sees reports in the order they came. */
   private readonly lastReport = new Map<string, Promise<unknown>>();
+  /**
+   * Per provider, the last failure report not yet answered. Its answer may open the breaker, and the
+   * view shows that only once it comes: until then `acquire` waits for it rather than answer
+   * 'allow' from a view the report is about to change.
+   */
+  private readonly failureInFlight = new Map<string, Promise<void>>();
   private stopped = false;
   /** The changes this replica's own steps made (the Admin API shows them). */
   private readonly transitions: BreakerTransitions;
@@ -166,8 +172,13 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
    * request for the rare one another replica's failures have just opened, which this replica then
    * sees at its next refresh or its own next report (docs/architecture.md "Circuit breakers"). Only
    * an open or half-open breaker is asked, for the probe lease that one replica at a time may hold.
+   * While this replica's own failure report for the provider is unanswered, the answer waits for
+   * it: that report may be the one that opens the breaker, and a request that came after it must
+   * see the opening (a report is bounded by the store's timeout, then stepped locally).
    */
   async acquire(providerId: string): Promise<BreakerPermit> {
+    const failure = this.failureInFlight.get(providerId);
+    if (failure) await failure;
     if (this.gaugeValue.get(providerId) === STATE_VALUE.closed) return 'allow';
     const d = await this.step(providerId, 'acquire');
     // A breaker that cannot decide must not take a provider out of service.
@@ -189,7 +200,14 @@ export class CircuitBreakerService implements OnApplicationBootstrap, OnModuleDe
     if (ok && !probe) return this.addSuccess(providerId);
     const op: BreakerOp = probe ? (ok ? 'probe_success' : 'probe_failure') : 'failure';
     this.stepSuccesses(providerId);
-    return this.report(providerId, () => this.step(providerId, op, ok ? undefined : cause));
+    const stepped = this.report(providerId, () => this.step(providerId, op, ok ? undefined : cause));
+    if (!ok) {
+      this.failureInFlight.set(providerId, stepped);
+      void stepped.then(() => {
+        if (this.failureInFlight.get(providerId) === stepped) this.failureInFlight.delete(providerId);
+      });
+    }
+    return stepped;
   }
 
   /** The provider's recent transitions, newest first (see BreakerTransitions for what each replica sees). */

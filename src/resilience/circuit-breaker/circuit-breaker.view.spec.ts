@@ -21,13 +21,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const config = (providers: string[], refreshSeconds = 1): AppConfig =>
   new AppConfig(loadEnv({}), loadGatewayConfig(`providers:\n${providers.map((p) => `  ${p}: { family: mock }`).join('\n')}\nbreakers: { refresh_seconds: ${refreshSeconds} }\n`, {}));
 
-/** A store whose `state` reads can be held (a slow store) or made to fail (a dead one: its pings fail too); other steps pass through. */
+/**
+ * A store whose `state` reads can be held (a slow store) or made to fail (a dead one: its pings fail
+ * too); `holdFailures` holds the answers of failure steps the same way. Other steps pass through.
+ */
 class ControlledStore extends MemoryCacheStore {
   stateCalls = 0;
   acquireCalls = 0;
   fail = false;
   private held: Array<() => void> = [];
   hold = false;
+  holdFailures = false;
 
   override async ping(timeoutMs: number): Promise<void> {
     if (this.fail) throw new Error('connection refused');
@@ -36,6 +40,11 @@ class ControlledStore extends MemoryCacheStore {
 
   override async breaker(key: string, op: BreakerOp, params: BreakerParams, nowMs?: number, repeat?: number): Promise<BreakerDecision> {
     if (op === 'acquire') this.acquireCalls++;
+    if (op === 'failure' && this.holdFailures) {
+      const d = await super.breaker(key, op, params, nowMs, repeat);
+      await new Promise<void>((resolve) => this.held.push(resolve));
+      return d;
+    }
     if (op !== 'state') return super.breaker(key, op, params, nowMs, repeat);
     this.stateCalls++;
     if (this.fail) throw new Error('connection refused');
@@ -135,6 +144,36 @@ describe('CircuitBreakerService as the breaker view', () => {
     expect(await a.acquire('alpha')).toBe('allow');
     expect(await a.acquire('alpha')).toBe('allow');
     expect(store.acquireCalls).toBe(4);
+  });
+
+  it('a request after a failure report that opens the breaker waits for its answer and is rejected, never let through on the view before it', async () => {
+    const { a, store } = rig();
+    await fail(a, 'alpha', 4);
+    store.holdFailures = true;
+    // The fifth failure is stepped in the store (it opens the breaker there) but its answer is held.
+    const fifth = a.record('alpha', false, false);
+    let permit: string | undefined;
+    const next = a.acquire('alpha').then((p) => (permit = p));
+    await sleep(20);
+    expect(permit).toBeUndefined();
+    // Other providers are not held up by alpha's report.
+    expect(await a.acquire('beta')).toBe('allow');
+    store.release();
+    await fifth;
+    await next;
+    expect(permit).toBe('reject');
+    expect(a.openForMs('alpha')).toBe(5_000);
+    // A failure that does not open it holds the next request only until its answer, then lets it through.
+    const answered = a.record('beta', false, false);
+    let betaPermit: string | undefined;
+    const allowed = a.acquire('beta').then((p) => (betaPermit = p));
+    await sleep(20);
+    expect(betaPermit).toBeUndefined();
+    store.release();
+    await answered;
+    await allowed;
+    expect(betaPermit).toBe('allow');
+    expect(store.acquireCalls).toBe(1);
   });
 
   it('reads only: refreshes neither take the probe lease nor count toward opening', async () => {
