@@ -30,7 +30,7 @@
  *                        other: on a machine whose other load comes and goes, the pairs of a run
  *                        then share it exactly (each side gets its own connections)
  *   --tree=DIR           a work side from another copy of the sources (a folder with src/,
- *                        tsconfig.json, nest-cli.json; under bench/.build so that it resolves the
+ *                        tsconfig.json, nest-cli.json, .swcrc; under bench/.build so that it resolves the
  *                        same node_modules) instead of the working tree: an experiment. Repeatable:
  *                        every tree is a side of its own (named after its folder), all alternated
  *   --servers            both gateways on throwaway Postgres 15 + Redis (each its own database)

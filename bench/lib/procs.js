@@ -111,6 +111,9 @@ function removeStaleBuilds() {
   }
 }
 
+/** What a build reads (`buildGateway`, `extractCommit`): without `.swcrc` the compiler falls back to Nest's defaults (another target, no source maps), and a commit built so is not the code the working tree makes of the same sources. */
+const BUILD_FILES = ['src', 'tsconfig.json', 'nest-cli.json', '.swcrc'];
+
 /**
  * Builds the gateway from the working tree with `nest build` into a private folder under
  * bench/.build (so a concurrent `nest build` of dist/ by the test suite cannot pull files from under
@@ -121,6 +124,8 @@ function removeStaleBuilds() {
 function buildGateway(name, { tree } = {}) {
   removeStaleBuilds();
   const root = tree ?? ROOT;
+  const missing = BUILD_FILES.filter((f) => !fs.existsSync(path.join(root, f)));
+  if (missing.length > 0) throw new Error(`cannot build ${root}: it lacks ${missing.join(', ')} (a build without them is not the gateway's)`);
   const dir = path.join(ROOT, 'bench', '.build', name);
   fs.rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
   fs.mkdirSync(dir, { recursive: true });
@@ -152,15 +157,15 @@ function buildGateway(name, { tree } = {}) {
 }
 
 /**
- * The gateway's sources at a commit (`git archive`: src/, tsconfig.json, nest-cli.json), extracted
- * under bench/.build/<name>/tree, so `buildGateway(…, { tree })` builds them; the repository and its
+ * The gateway's sources at a commit (`git archive` of BUILD_FILES), extracted under
+ * bench/.build/<name>/tree, so `buildGateway(…, { tree })` builds them; the repository and its
  * working tree are only read. Under bench/, so the build resolves the same node_modules.
  */
 function extractCommit(rev, name) {
   const tree = path.join(ROOT, 'bench', '.build', name, 'tree');
   fs.rmSync(tree, { recursive: true, force: true });
   fs.mkdirSync(tree, { recursive: true });
-  const archive = spawnSync('git', ['archive', '--format=tar', rev, 'src', 'tsconfig.json', 'nest-cli.json'], { cwd: ROOT, maxBuffer: 1 << 30 });
+  const archive = spawnSync('git', ['archive', '--format=tar', rev, ...BUILD_FILES], { cwd: ROOT, maxBuffer: 1 << 30 });
   if (archive.status !== 0) throw new Error(`git archive ${rev} failed: ${archive.stderr}`);
   const untar = spawnSync('tar', ['-x', '-C', tree], { input: archive.stdout });
   if (untar.status !== 0) throw new Error(`extracting ${rev} failed: ${untar.stderr}`);
