@@ -7,7 +7,9 @@
  * Express reference proxy of `npm run bench:floor`), and alternates the same non-streaming chat load
  * between them, the order rotating every run, so what the machine's other work costs falls on every
  * side alike. Each figure is paired by run (work over base, each over the floor), median (min–max).
- * Writes a small JSON (`--out`, default bench/results/ab-latest.json) and prints a table.
+ * Writes a small JSON (`--out`, default bench/results/ab-latest.json) and prints a table. Each
+ * gateway run also keeps the largest event loop delay the gateway saw in it (`loop_delay_max_ms`),
+ * and a run that answered no request is reported at once with the end of that gateway's log.
  *
  * Options:
  *   --base=REV           the commit to compare with (default HEAD)
@@ -89,6 +91,23 @@ function parseArgs(argv) {
   return a;
 }
 
+/**
+ * The gateway's largest event loop delay since the last read, in ms (prom-client's
+ * `nodejs_eventloop_lag_max_seconds`, whose window starts again at every scrape); null when
+ * unreadable. Its monitor is a 10 ms timer and reports whole intervals, so a free loop reads ≈ 10
+ * and a loop held for 500 ms ≈ 510. A run that answered nothing shows whether the gateway's thread
+ * was stuck.
+ */
+async function loopDelayMaxMs(url) {
+  try {
+    const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+    const m = /^gateway_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text);
+    return m ? round(Number(m[1]) * 1000, 1) : null;
+  } catch {
+    return null;
+  }
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const outFile = args.out ?? path.join(procs.ROOT, 'bench', 'results', 'ab-latest.json');
@@ -154,7 +173,7 @@ async function main() {
       }
       const gw = await procs.startGateway({ main: builds[side].main, env, port, logFile: path.join(tmp, `gateway-${side}.log`), nodeArgs: side === 'base' ? args.nodeOptions : [...args.nodeOptions, ...args.workNodeOptions], envOverrides: side === 'base' ? args.baseEnv : args.workEnv });
       cleanups.push(() => gw.stop());
-      targets[side] = { url: gw.url, pid: gw.pid, model: 'bench', delay: 'bench-delay', headers: { authorization: `Bearer ${KEY}` } };
+      targets[side] = { url: gw.url, pid: gw.pid, logFile: gw.logFile, model: 'bench', delay: 'bench-delay', headers: { authorization: `Bearer ${KEY}` } };
       log(`${side}: ${gw.url} (pid ${gw.pid})`);
     }
     if (args.floor) {
@@ -181,11 +200,18 @@ async function main() {
       /** One run of one side: its load, and the CPU its process spent on it. */
       const measure = async (side) => {
         const t = targets[side];
+        // A gateway's event loop delay is read before (which starts its window) and after the run.
+        if (t.logFile) await loopDelayMaxMs(t.url);
         const th0 = procs.threadCpuTimes(t.pid);
         const r = await runLoad({ url: `${t.url}/v1/chat/completions`, connections, seconds: args.seconds, body: chatBody(t.model), headers: t.headers, overallRate: args.rate ?? undefined });
         const th1 = procs.threadCpuTimes(t.pid);
+        const loopMax = t.logFile ? await loopDelayMaxMs(t.url) : undefined;
+        if (r.requests === 0) {
+          log(`warning: ${side} answered no request in a ${args.seconds} s run (event loop delay at most ${loopMax ?? '?'} ms); its log ends:\n${t.logFile ? procs.tail(t.logFile, 2000) : '(no log)'}`);
+        }
         const per = (s) => (r.requests > 0 ? round((s / r.requests) * 1e6, 1) : null);
         runs[side].push({
+          ...(loopMax !== undefined ? { loop_delay_max_ms: loopMax } : {}),
           rps: r.rps,
           p50: r.p50,
           p99: r.p99,
