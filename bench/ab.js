@@ -200,14 +200,15 @@ async function main() {
       /** One run of one side: its load, and the CPU its process spent on it. */
       const measure = async (side) => {
         const t = targets[side];
+        const gateway = gatewaySides.includes(side);
         // A gateway's event loop delay is read before (which starts its window) and after the run.
-        if (t.logFile) await loopDelayMaxMs(t.url);
+        if (gateway) await loopDelayMaxMs(t.url);
         const th0 = procs.threadCpuTimes(t.pid);
         const r = await runLoad({ url: `${t.url}/v1/chat/completions`, connections, seconds: args.seconds, body: chatBody(t.model), headers: t.headers, overallRate: args.rate ?? undefined });
         const th1 = procs.threadCpuTimes(t.pid);
-        const loopMax = t.logFile ? await loopDelayMaxMs(t.url) : undefined;
+        const loopMax = gateway ? await loopDelayMaxMs(t.url) : undefined;
         if (r.requests === 0) {
-          log(`warning: ${side} answered no request in a ${args.seconds} s run (event loop delay at most ${loopMax ?? '?'} ms); its log ends:\n${t.logFile ? procs.tail(t.logFile, 2000) : '(no log)'}`);
+          log(`warning: ${side} answered no request in a ${args.seconds} s run (event loop delay at most ${loopMax ?? '?'} ms); its log ends:\n${gateway ? procs.tail(t.logFile, 2000) : '(no log)'}`);
         }
         const per = (s) => (r.requests > 0 ? round((s / r.requests) * 1e6, 1) : null);
         runs[side].push({

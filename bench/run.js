@@ -36,6 +36,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { StringDecoder } = require('node:string_decoder');
 const procs = require('./lib/procs');
 const { runLoad, warmUpTwice, warmUpSecondRound } = require('./lib/load');
 const { runStreams, chunkTimings, openSlowStreams } = require('./lib/streams');
@@ -501,7 +502,7 @@ function logSummary(file) {
   try {
     let rest = '';
     // A character split across two reads is kept for the next one.
-    const decoder = new (require('node:string_decoder').StringDecoder)('utf8');
+    const decoder = new StringDecoder('utf8');
     for (;;) {
       const n = fs.readSync(fd, buf, 0, buf.length, null);
       if (n === 0) break;
@@ -510,7 +511,7 @@ function logSummary(file) {
       rest = parts.pop();
       for (const l of parts) take(l);
     }
-    take(rest);
+    take(rest + decoder.end());
   } finally {
     fs.closeSync(fd);
   }
