@@ -297,6 +297,55 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
       }
     });
 
+    it('reads the request stream in pieces cut between transactions, and its tests come out as from one read', async () => {
+      for (let i = 0; i < 40; i++) await session(sql, 'acme', `warm-${i}`, 'm-a', 3_000 - i, good(i), true);
+      await repo.recompute(BEAT);
+      // Single traces and transactions of several (one txid each), mixed latencies and failures, two orgs.
+      const latency = (i: number) => 200 + ((i * 7919) % 4_000);
+      for (let i = 0; i < 30; i++) {
+        if (i % 5 === 0) {
+          await sql.transaction(async (tx) => {
+            for (let j = 0; j < 4; j++) await chatTrace(tx, j % 2 ? 'beta' : 'acme', `multi-${i}-${j}`, j % 3 ? 'm-a' : 'm-b', 900 - i, latency(i + j), j === 3 ? 502 : 200);
+          });
+        } else await chatTrace(sql, i % 2 ? 'beta' : 'acme', `single-${i}`, i % 4 ? 'm-a' : 'm-b', 900 - i, latency(i), i % 7 === 0 ? 503 : 200);
+      }
+      const tables = ['drift_state', 'drift_detectors', 'drift_org_requests'];
+      const before = await Promise.all(tables.map(async (t) => (await sql.query<Record<string, unknown>>(`SELECT * FROM ${t}`, [])).rows));
+      const tests = async () =>
+        (
+          await sql.query<{ key: string; state: string; last: string; at: string }>(
+            `SELECT org_id || '/' || model || '/' || stream AS key, state::text AS state, last_sample_at::text AS last, org_requests_at::text AS at
+             FROM drift_detectors ORDER BY 1`,
+            [],
+          )
+        ).rows;
+
+      await repo.recompute({ ...BEAT, drift: { ...BEAT.drift, requestChunk: 2 } });
+      const pieces = await tests();
+      const requests = await sql.query<{ org_id: string; requests: string }>('SELECT org_id, requests::text AS requests FROM drift_org_requests ORDER BY 1', []);
+      expect(requests.rows).toEqual([
+        { org_id: 'acme', requests: '24' },
+        { org_id: 'beta', requests: '24' },
+      ]);
+      expect(pieces.map((r) => r.key)).toEqual(['acme/m-a/auto', 'acme/m-a/outcome', 'acme/m-b/auto', 'beta/m-a/auto', 'beta/m-b/auto']);
+
+      // The same step again from the same state, in one read.
+      await sql.transaction(async (tx) => {
+        for (const t of tables) await tx.query(`DELETE FROM ${t}`, []);
+        for (const [i, t] of tables.entries()) {
+          for (const row of before[i]) {
+            const cols = Object.keys(row);
+            await tx.query(
+              `INSERT INTO ${t} (${cols.join(', ')}) SELECT ${cols.map((c) => `r.${c}`).join(', ')} FROM json_populate_record(null::${t}, $1::json) r`,
+              [JSON.stringify(row)],
+            );
+          }
+        }
+      });
+      await repo.recompute(BEAT);
+      expect(await tests()).toEqual(pieces);
+    });
+
     it('keeps the window since a change point as traces come (rollup_epoch_window): equal to its hours and to the full recompute, rebuilt for a later change, gone once the window passes it', async () => {
       // Without the detector: the change points are the test's own.
       const beat = { windowSeconds: BEAT.windowSeconds, weights: WEIGHTS };

@@ -62,6 +62,15 @@ export type Stream = 'outcome' | 'auto';
 /** Samples one step takes in at most (NEW_SAMPLES); a backlog is fed over the next beats. */
 export const FEED_BATCH = 20_000;
 
+/**
+ * Traces per read of the request stream (REQUESTS): a step reads its range in pieces of about this
+ * many. A beat of a busy embedded gateway is a minute of traces, 100,000–200,000 rows in one read:
+ * a result that size held ≈ 250 MB of JavaScript heap for a moment and grew the embedded database's
+ * WebAssembly memory and the process's malloc heap by tens of MiB that they never give back (the
+ * soak benchmark's growth at rest). Pieces keep every read small; the order is the same.
+ */
+export const REQUEST_CHUNK = 10_000;
+
 export interface DriftParams {
   weights: { score: number; useful: number };
   /** routing.latency_target_ms: the latency at which the auto signal starts to fall. */
@@ -75,6 +84,8 @@ export interface DriftParams {
   starvedAfter?: { requests: number; seconds: number };
   /** At most this many samples per step (default FEED_BATCH; the tests shrink it). */
   feedBatch?: number;
+  /** Traces per read of the request stream (default REQUEST_CHUNK; the tests shrink it). */
+  requestChunk?: number;
 }
 
 export interface ChangeFound extends Alarm {
@@ -113,6 +124,11 @@ const REQUESTS = `
   FROM decision_traces t CROSS JOIN LATERAL ${traceCalls('t')} AS x
   WHERE t.txid >= $1::bigint AND t.txid < $2::bigint AND x.provider IS NOT NULL AND x.model IS NOT NULL
   ORDER BY t.txid, t.created_at, t.id, x.k`;
+
+/* How many traces each transaction in [$1, $2) wrote: where the request stream may be cut (txidRanges). */
+const TXID_COUNTS = `
+  SELECT txid::text AS txid, count(*)::float8 AS n FROM decision_traces
+  WHERE txid >= $1::bigint AND txid < $2::bigint GROUP BY txid ORDER BY txid`;
 
 /*
  * The next samples, at most $1 of them (the oldest traces first), taken off the detector's queue
@@ -207,6 +223,29 @@ interface Detector {
   dirty: boolean;
 }
 
+/**
+ * [from, to) cut between transactions into ranges of about `size` traces: a range ends once it holds
+ * `size` or more, so one holds fewer than `size` plus the last transaction's traces (one transaction's
+ * traces are never split: they share the txid the order starts with). The ranges are contiguous and
+ * cover [from, to) whatever `counts` holds (its txids in ascending order), so reading each in turn
+ * reads every trace of the range once, in the same order as one read.
+ */
+export function txidRanges(counts: ReadonlyArray<{ txid: string; n: number }>, from: string, to: string, size: number): Array<[string, string]> {
+  const ranges: Array<[string, string]> = [];
+  let start = from;
+  let held = 0;
+  for (const c of counts) {
+    if (held >= size) {
+      ranges.push([start, c.txid]);
+      start = c.txid;
+      held = 0;
+    }
+    held += c.n;
+  }
+  ranges.push([start, to]);
+  return ranges;
+}
+
 const keyOf = (orgId: string, provider: string, model: string, stream: Stream) => `${orgId}\u0000${provider}\u0000${model}\u0000${stream}`;
 
 /** The auto signal of one request: 0 failed, else min(1, target / latency) (1 when the latency is unknown or 0). */
@@ -237,27 +276,35 @@ export class DriftRepository {
     if (rollupTxid === null) return [];
     // The first step starts at the rollups' watermark: traces from before the tests existed are not replayed.
     const from = st[0].drift_txid ?? rollupTxid;
-    const requests = BigInt(from) < BigInt(rollupTxid) ? (await tx.query<RequestRow>(REQUESTS, [from, rollupTxid])).rows : [];
+    const ranges =
+      BigInt(from) < BigInt(rollupTxid)
+        ? txidRanges((await tx.query<{ txid: string; n: number }>(TXID_COUNTS, [from, rollupTxid])).rows, from, rollupTxid, p.requestChunk ?? REQUEST_CHUNK)
+        : [];
     const samples = (await tx.query<SampleRow>(NEW_SAMPLES, [p.feedBatch ?? FEED_BATCH])).rows;
     await tx.query(WRITE_STATE, [NAME, rollupTxid]);
-    if (requests.length === 0 && samples.length === 0) return [];
+    if (ranges.length === 0 && samples.length === 0) return [];
 
-    const orgs = [...new Set([...requests.map((r) => r.org_id), ...samples.map((s) => s.org_id)])];
     const detectors = new Map<string, Detector>();
-    for (const r of (await tx.query<DetectorRow>(LOAD_DETECTORS, [orgs])).rows) {
-      detectors.set(keyOf(r.org_id, r.provider, r.model, r.stream), {
-        orgId: r.org_id,
-        provider: r.provider,
-        model: r.model,
-        stream: r.stream,
-        state: typeof r.state === 'string' ? (JSON.parse(r.state) as CusumState) : r.state,
-        lastSampleAt: r.last_sample_at === null ? null : new Date(r.last_sample_at),
-        orgRequestsAt: BigInt(r.org_requests_at),
-        dirty: false,
-      });
-    }
-    const orgRequests = new Map<string, bigint>(orgs.map((o) => [o, 0n]));
-    for (const r of (await tx.query<{ org_id: string; requests: string }>(LOAD_ORG_REQUESTS, [orgs])).rows) orgRequests.set(r.org_id, BigInt(r.requests));
+    const orgRequests = new Map<string, bigint>();
+    /** The tests and request counts of the organisations not met before in this step. */
+    const load = async (orgIds: Iterable<string>) => {
+      const orgs = [...new Set(orgIds)].filter((o) => !orgRequests.has(o));
+      if (orgs.length === 0) return;
+      for (const o of orgs) orgRequests.set(o, 0n);
+      for (const r of (await tx.query<DetectorRow>(LOAD_DETECTORS, [orgs])).rows) {
+        detectors.set(keyOf(r.org_id, r.provider, r.model, r.stream), {
+          orgId: r.org_id,
+          provider: r.provider,
+          model: r.model,
+          stream: r.stream,
+          state: typeof r.state === 'string' ? (JSON.parse(r.state) as CusumState) : r.state,
+          lastSampleAt: r.last_sample_at === null ? null : new Date(r.last_sample_at),
+          orgRequestsAt: BigInt(r.org_requests_at),
+          dirty: false,
+        });
+      }
+      for (const r of (await tx.query<{ org_id: string; requests: string }>(LOAD_ORG_REQUESTS, [orgs])).rows) orgRequests.set(r.org_id, BigInt(r.requests));
+    };
 
     const detector = (orgId: string, provider: string, model: string, stream: Stream): Detector => {
       const k = keyOf(orgId, provider, model, stream);
@@ -276,7 +323,7 @@ export class DriftRepository {
       if (alarm) found.push({ ...alarm, orgId: d.orgId, provider: d.provider, model: d.model, stream: d.stream });
     };
 
-    for (const r of requests) {
+    const takeRequest = (r: RequestRow) => {
       const count = (orgRequests.get(r.org_id) ?? 0n) + 1n;
       orgRequests.set(r.org_id, count);
       const d = detector(r.org_id, r.provider, r.model, 'auto');
@@ -292,7 +339,13 @@ export class DriftRepository {
       }
       d.orgRequestsAt = count;
       feed(d, autoSample(r.ok, r.latency_ms === null ? null : Number(r.latency_ms), p.latencyTargetMs), at);
+    };
+    for (const [lo, hi] of ranges) {
+      const requests = (await tx.query<RequestRow>(REQUESTS, [lo, hi])).rows;
+      await load(requests.map((r) => r.org_id));
+      for (const r of requests) takeRequest(r);
     }
+    await load(samples.map((s) => s.org_id));
     const a = p.weights.score / 10;
     for (const s of samples) {
       feed(detector(s.org_id, s.provider, s.model, 'outcome'), a * Number(s.score) + p.weights.useful * (s.useful ? 1 : 0), new Date(s.entered));
