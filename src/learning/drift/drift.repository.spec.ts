@@ -18,6 +18,15 @@ describe('txidRanges (the request stream read in pieces)', () => {
     ]);
   });
 
+  it('orders the transactions by their number, not their text (a range crossing a power of ten)', () => {
+    expect(txidRanges(counts([1000, 4], [998, 4], [1001, 4], [999, 4]), '990', '1010', 4)).toEqual([
+      ['990', '999'],
+      ['999', '1000'],
+      ['1000', '1001'],
+      ['1001', '1010'],
+    ]);
+  });
+
   it('is one range when everything fits, or when no trace is in it', () => {
     expect(txidRanges(counts([5, 2], [6, 2]), '1', '9', 10)).toEqual([['1', '9']]);
     expect(txidRanges([], '1', '9', 10)).toEqual([['1', '9']]);

@@ -125,10 +125,10 @@ const REQUESTS = `
   WHERE t.txid >= $1::bigint AND t.txid < $2::bigint AND x.provider IS NOT NULL AND x.model IS NOT NULL
   ORDER BY t.txid, t.created_at, t.id, x.k`;
 
-/* How many traces each transaction in [$1, $2) wrote: where the request stream may be cut (txidRanges). */
+/* How many traces each transaction in [$1, $2) wrote: where the request stream may be cut (txidRanges orders them). */
 const TXID_COUNTS = `
   SELECT txid::text AS txid, count(*)::float8 AS n FROM decision_traces
-  WHERE txid >= $1::bigint AND txid < $2::bigint GROUP BY txid ORDER BY txid`;
+  WHERE txid >= $1::bigint AND txid < $2::bigint GROUP BY 1`;
 
 /*
  * The next samples, at most $1 of them (the oldest traces first), taken off the detector's queue
@@ -227,14 +227,17 @@ interface Detector {
  * [from, to) cut between transactions into ranges of about `size` traces: a range ends once it holds
  * `size` or more, so one holds fewer than `size` plus the last transaction's traces (one transaction's
  * traces are never split: they share the txid the order starts with). The ranges are contiguous and
- * cover [from, to) whatever `counts` holds (its txids in ascending order), so reading each in turn
- * reads every trace of the range once, in the same order as one read.
+ * cover [from, to) whatever `counts` holds, so reading each in turn reads every trace of the range
+ * once, in the same order as one read. The txids are decimal text (bigints) and are ordered here by
+ * their number: in text order a range whose txids cross a power of ten came out of order and read
+ * some traces twice.
  */
 export function txidRanges(counts: ReadonlyArray<{ txid: string; n: number }>, from: string, to: string, size: number): Array<[string, string]> {
+  const ordered = counts.map((c) => ({ ...c, id: BigInt(c.txid) })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const ranges: Array<[string, string]> = [];
   let start = from;
   let held = 0;
-  for (const c of counts) {
+  for (const c of ordered) {
     if (held >= size) {
       ranges.push([start, c.txid]);
       start = c.txid;
