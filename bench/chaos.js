@@ -285,25 +285,19 @@ function incidents(records) {
 /** Lines of a gateway log at level error or fatal (pino levels 50, 60), grouped by message. */
 function logErrors(file) {
   const groups = {};
-  let text = '';
+  const count = (k) => (groups[k] = (groups[k] ?? 0) + 1);
   try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch {
-    return groups;
-  }
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('{')) {
-      if (/Error|at .*\(/.test(line)) groups[`(not JSON) ${line.slice(0, 120)}`] = (groups[`(not JSON) ${line.slice(0, 120)}`] ?? 0) + 1;
-      continue;
-    }
-    try {
-      const j = JSON.parse(line);
-      if (j.level >= 50) {
-        const k = `${j.level === 60 ? 'fatal' : 'error'}: ${String(j.msg ?? '').slice(0, 160)}${j.err?.message ? ` (${String(j.err.message).slice(0, 120)})` : ''}`;
-        groups[k] = (groups[k] ?? 0) + 1;
+    procs.eachLine(file, (line) => {
+      if (!line.startsWith('{')) {
+        if (/Error|at .*\(/.test(line)) count(`(not JSON) ${line.slice(0, 120)}`);
+        return;
       }
-    } catch {}
-  }
+      try {
+        const j = JSON.parse(line);
+        if (j.level >= 50) count(`${j.level === 60 ? 'fatal' : 'error'}: ${String(j.msg ?? '').slice(0, 160)}${j.err?.message ? ` (${String(j.err.message).slice(0, 120)})` : ''}`);
+      } catch {}
+    });
+  } catch {}
   return groups;
 }
 

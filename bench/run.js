@@ -36,7 +36,6 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { StringDecoder } = require('node:string_decoder');
 const procs = require('./lib/procs');
 const { runLoad, warmUpTwice, warmUpSecondRound } = require('./lib/load');
 const { runStreams, chunkTimings, openSlowStreams } = require('./lib/streams');
@@ -481,40 +480,20 @@ async function otelCounters(url) {
 
 /**
  * Size of the gateway's log and its warn/error lines (the first few kept), to spot a run that failed
- * quietly. Read 16 MiB at a time: a full run's log (one line per request) outgrows the longest
- * string V8 makes (≈ 512 MiB) on a quiet host.
+ * quietly (read a piece at a time: procs.eachLine).
  */
 function logSummary(file) {
-  const fd = fs.openSync(file, 'r');
-  const buf = Buffer.allocUnsafe(16 * 1024 * 1024);
-  let bytes = 0;
   let lines = 0;
   let badCount = 0;
   const first = [];
-  const take = (l) => {
+  const bytes = procs.eachLine(file, (l) => {
     if (l.length === 0) return;
     lines++;
     if (/"level":"(warn|error|fatal)"/.test(l) || !l.startsWith('{')) {
       badCount++;
       if (first.length < 5) first.push(l.slice(0, 400));
     }
-  };
-  try {
-    let rest = '';
-    // A character split across two reads is kept for the next one.
-    const decoder = new StringDecoder('utf8');
-    for (;;) {
-      const n = fs.readSync(fd, buf, 0, buf.length, null);
-      if (n === 0) break;
-      bytes += n;
-      const parts = (rest + decoder.write(buf.subarray(0, n))).split('\n');
-      rest = parts.pop();
-      for (const l of parts) take(l);
-    }
-    take(rest + decoder.end());
-  } finally {
-    fs.closeSync(fd);
-  }
+  });
   return { bytes, lines, warn_or_error_lines: badCount, first };
 }
 

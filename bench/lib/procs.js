@@ -7,6 +7,7 @@
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { StringDecoder } = require('node:string_decoder');
 
 const ROOT = path.join(__dirname, '..', '..');
 const WANT_FDS = 65535;
@@ -296,13 +297,47 @@ async function startGateway({ main, env, port, logFile, nodeArgs = [], envOverri
   return { child, pid: child.pid, url, logFile, stop: (signal) => stopChild(child, signal ?? 'SIGTERM', 30_000) };
 }
 
+/** The last `bytes` of a file ('' when it cannot be read), without reading the rest: a gateway's log can be hundreds of MiB. */
 function tail(file, bytes = 4000) {
+  let fd;
   try {
-    const s = fs.readFileSync(file, 'utf8');
-    return s.slice(-bytes);
+    fd = fs.openSync(file, 'r');
+    const size = fs.fstatSync(fd).size;
+    const buf = Buffer.allocUnsafe(Math.min(bytes, size));
+    const n = fs.readSync(fd, buf, 0, buf.length, size - buf.length);
+    return buf.subarray(0, n).toString('utf8');
   } catch {
     return '';
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
+}
+
+/**
+ * Calls `fn` with each line of a file, reading it 16 MiB at a time (a full run's gateway log, one
+ * line per request, outgrows the longest string V8 makes, ≈ 512 MiB); returns the bytes read.
+ */
+function eachLine(file, fn) {
+  const fd = fs.openSync(file, 'r');
+  const buf = Buffer.allocUnsafe(16 * 1024 * 1024);
+  let bytes = 0;
+  try {
+    let rest = '';
+    // A character split across two reads is kept for the next one.
+    const decoder = new StringDecoder('utf8');
+    for (;;) {
+      const n = fs.readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      bytes += n;
+      const parts = (rest + decoder.write(buf.subarray(0, n))).split('\n');
+      rest = parts.pop();
+      for (const l of parts) fn(l);
+    }
+    fn(rest + decoder.end());
+  } finally {
+    fs.closeSync(fd);
+  }
+  return bytes;
 }
 
 /**
@@ -344,4 +379,4 @@ function gatewayEnv({ tmp, port, config, dataDir, extra = {} }) {
   };
 }
 
-module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, threadCpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, extractCommit, startFake, startFloorProxy, startGateway, stopChild, tail, cleanupStack, gatewayEnv };
+module.exports = { ROOT, CLK_TCK, fdLimits, childFdLimit, spawnWithFds, cpuTimes, threadCpuTimes, cpuSeconds, rssMiB, openFds, buildGateway, extractCommit, startFake, startFloorProxy, startGateway, stopChild, tail, eachLine, cleanupStack, gatewayEnv };
