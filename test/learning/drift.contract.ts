@@ -344,6 +344,17 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
       });
       await repo.recompute(BEAT);
       expect(await tests()).toEqual(pieces);
+
+      // A backlog beyond a step's budget is taken in over the next beats, each request once, in order.
+      const autoSamples = async () =>
+        Number((await sql.query<{ n: number }>(`SELECT (state ->> 'samples')::int AS n FROM drift_detectors WHERE org_id = 'acme' AND model = 'm-a' AND stream = 'auto'`, [])).rows[0].n);
+      const start = await autoSamples();
+      for (let i = 0; i < 10; i++) await chatTrace(sql, 'acme', `backlog-${i}`, 'm-a', 100 - i);
+      const budget = { ...BEAT, drift: { ...BEAT.drift, requestChunk: 1, requestBatch: 4 } };
+      for (const expected of [4, 8, 10, 10]) {
+        await repo.recompute(budget);
+        expect(await autoSamples()).toBe(start + expected);
+      }
     });
 
     it('keeps the window since a change point as traces come (rollup_epoch_window): equal to its hours and to the full recompute, rebuilt for a later change, gone once the window passes it', async () => {

@@ -71,6 +71,14 @@ export const FEED_BATCH = 20_000;
  */
 export const REQUEST_CHUNK = 10_000;
 
+/**
+ * Traces one step takes in at most, about (whole pieces, at least one): a backlog (a gateway that
+ * restarts after heavy traffic its last beats did not take in, a store that was down) is fed over
+ * the next beats, as the samples are (FEED_BATCH). Unbounded, a beat's transaction read the whole
+ * backlog while the embedded store, which has one connection, made every trace write wait for it.
+ */
+export const REQUEST_BATCH = 100_000;
+
 export interface DriftParams {
   weights: { score: number; useful: number };
   /** routing.latency_target_ms: the latency at which the auto signal starts to fall. */
@@ -86,6 +94,8 @@ export interface DriftParams {
   feedBatch?: number;
   /** Traces per read of the request stream (default REQUEST_CHUNK; the tests shrink it). */
   requestChunk?: number;
+  /** Traces per step, about (default REQUEST_BATCH; the tests shrink it). */
+  requestBatch?: number;
 }
 
 export interface ChangeFound extends Alarm {
@@ -232,21 +242,36 @@ interface Detector {
  * their number: in text order a range whose txids cross a power of ten came out of order and read
  * some traces twice.
  */
-export function txidRanges(counts: ReadonlyArray<{ txid: string; n: number }>, from: string, to: string, size: number): Array<[string, string]> {
+export function txidRanges(counts: ReadonlyArray<{ txid: string; n: number }>, from: string, to: string, size: number): TxidRange[] {
   const ordered = counts.map((c) => ({ ...c, id: BigInt(c.txid) })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const ranges: Array<[string, string]> = [];
+  const ranges: TxidRange[] = [];
   let start = from;
   let held = 0;
   for (const c of ordered) {
     if (held >= size) {
-      ranges.push([start, c.txid]);
+      ranges.push({ from: start, to: c.txid, traces: held });
       start = c.txid;
       held = 0;
     }
     held += c.n;
   }
-  ranges.push([start, to]);
+  ranges.push({ from: start, to, traces: held });
   return ranges;
+}
+
+/** A piece of the request stream: the traces whose txid lies in [from, to), `traces` of them. */
+export interface TxidRange {
+  from: string;
+  to: string;
+  traces: number;
+}
+
+/** The first ranges, in order, until they hold `budget` traces or more (at least one range). */
+export function firstRanges(ranges: readonly TxidRange[], budget: number): TxidRange[] {
+  let held = 0;
+  let i = 0;
+  while (i < ranges.length && (i === 0 || held < budget)) held += ranges[i++].traces;
+  return ranges.slice(0, i);
 }
 
 const keyOf = (orgId: string, provider: string, model: string, stream: Stream) => `${orgId}\u0000${provider}\u0000${model}\u0000${stream}`;
@@ -281,10 +306,14 @@ export class DriftRepository {
     const from = st[0].drift_txid ?? rollupTxid;
     const ranges =
       BigInt(from) < BigInt(rollupTxid)
-        ? txidRanges((await tx.query<{ txid: string; n: number }>(TXID_COUNTS, [from, rollupTxid])).rows, from, rollupTxid, p.requestChunk ?? REQUEST_CHUNK)
+        ? firstRanges(
+            txidRanges((await tx.query<{ txid: string; n: number }>(TXID_COUNTS, [from, rollupTxid])).rows, from, rollupTxid, p.requestChunk ?? REQUEST_CHUNK),
+            p.requestBatch ?? REQUEST_BATCH,
+          )
         : [];
     const samples = (await tx.query<SampleRow>(NEW_SAMPLES, [p.feedBatch ?? FEED_BATCH])).rows;
-    await tx.query(WRITE_STATE, [NAME, rollupTxid]);
+    // Up to where this step read: the rest of a backlog is the next steps'.
+    await tx.query(WRITE_STATE, [NAME, ranges.length ? ranges[ranges.length - 1].to : rollupTxid]);
     if (ranges.length === 0 && samples.length === 0) return [];
 
     const detectors = new Map<string, Detector>();
@@ -343,8 +372,8 @@ export class DriftRepository {
       d.orgRequestsAt = count;
       feed(d, autoSample(r.ok, r.latency_ms === null ? null : Number(r.latency_ms), p.latencyTargetMs), at);
     };
-    for (const [lo, hi] of ranges) {
-      const requests = (await tx.query<RequestRow>(REQUESTS, [lo, hi])).rows;
+    for (const r of ranges) {
+      const requests = (await tx.query<RequestRow>(REQUESTS, [r.from, r.to])).rows;
       await load(requests.map((r) => r.org_id));
       for (const r of requests) takeRequest(r);
     }
