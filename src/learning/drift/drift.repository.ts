@@ -20,7 +20,8 @@ import { Alarm, CusumParams, CusumState, hold, initialState, step } from './cusu
  *            it): 0 when it failed, else min(1, routing.latency_target_ms / latency), the `auto`
  *            signal's per-request form. The traces whose txid lies in [drift_state.txid_done,
  *            rollup txid_done), in txid order: those the rollups took in since the detector's last
- *            step (rollup-state.ts says why a txid range misses no committed row).
+ *            step (rollup-state.ts says why a txid range misses no committed row), read in pieces
+ *            (REQUEST_CHUNK), about REQUEST_BATCH per step.
  *
  * Everything is written in the beat's transaction (the test states, the watermark, the queue, the
  * change points, the regressions): a beat that fails adds nothing, and one that commits has taken
@@ -64,7 +65,7 @@ export const FEED_BATCH = 20_000;
 
 /**
  * Traces per read of the request stream (REQUESTS): a step reads its range in pieces of about this
- * many. A beat of a busy embedded gateway is a minute of traces, 100,000–200,000 rows in one read:
+ * many. A beat of a busy embedded gateway is a minute of traces, 100,000–300,000 rows in one read:
  * a result that size held ≈ 250 MB of JavaScript heap for a moment and grew the embedded database's
  * WebAssembly memory and the process's malloc heap by tens of MiB that they never give back (the
  * soak benchmark's growth at rest). Pieces keep every read small; the order is the same.
