@@ -1,5 +1,5 @@
 import type { SqlExecutor } from '../../stores/sql/sql-store';
-import { bucketOf, samePair, traceCalls } from '../rollups/rollup-state';
+import { BEAT_WORK_MEM, bucketOf, samePair, traceCalls } from '../rollups/rollup-state';
 import { Alarm, CusumParams, CusumState, hold, initialState, step } from './cusum';
 
 /**
@@ -20,8 +20,8 @@ import { Alarm, CusumParams, CusumState, hold, initialState, step } from './cusu
  *            it): 0 when it failed, else min(1, routing.latency_target_ms / latency), the `auto`
  *            signal's per-request form. The traces whose txid lies in [drift_state.txid_done,
  *            rollup txid_done), in txid order: those the rollups took in since the detector's last
- *            step (rollup-state.ts says why a txid range misses no committed row), read in pieces
- *            (REQUEST_CHUNK), about REQUEST_BATCH per step.
+ *            step (rollup-state.ts says why a txid range misses no committed row), fetched through a
+ *            cursor REQUEST_CHUNK at a time.
  *
  * Everything is written in the beat's transaction (the test states, the watermark, the queue, the
  * change points, the regressions): a beat that fails adds nothing, and one that commits has taken
@@ -64,21 +64,16 @@ export type Stream = 'outcome' | 'auto';
 export const FEED_BATCH = 20_000;
 
 /**
- * Traces per read of the request stream (REQUESTS): a step reads its range in pieces of about this
- * many. A beat of a busy embedded gateway is a minute of traces, 100,000–300,000 rows in one read:
- * a result that size held ≈ 250 MB of JavaScript heap for a moment and grew the embedded database's
- * WebAssembly memory and the process's malloc heap by tens of MiB that they never give back (the
- * soak benchmark's growth at rest). Pieces keep every read small; the order is the same.
+ * Requests per fetch of the request stream (REQUESTS, through a cursor): a beat of a busy embedded
+ * gateway is a minute of traces, 100,000–300,000 rows. As one result that held ≈ 250 MB of
+ * JavaScript heap for a moment and grew the embedded database's WebAssembly memory and the
+ * process's malloc heap by tens of MiB that they never give back (the soak benchmark's growth at
+ * rest). Through a cursor the statement still runs once (one scan of the traces, one sort), and
+ * what crosses to JavaScript comes this many rows at a time. (Reading the range in pieces by txid
+ * instead scanned today's partition once per piece: its BRIN ranges have no summary until the day
+ * is sealed, docs/architecture.md "Statistics are derived, never accumulated".)
  */
 export const REQUEST_CHUNK = 10_000;
-
-/**
- * Traces one step takes in at most, about (whole pieces, at least one): a backlog (a gateway that
- * restarts after heavy traffic its last beats did not take in, a store that was down) is fed over
- * the next beats, as the samples are (FEED_BATCH). Unbounded, a beat's transaction read the whole
- * backlog while the embedded store, which has one connection, made every trace write wait for it.
- */
-export const REQUEST_BATCH = 100_000;
 
 export interface DriftParams {
   weights: { score: number; useful: number };
@@ -93,10 +88,8 @@ export interface DriftParams {
   starvedAfter?: { requests: number; seconds: number };
   /** At most this many samples per step (default FEED_BATCH; the tests shrink it). */
   feedBatch?: number;
-  /** Traces per read of the request stream (default REQUEST_CHUNK; the tests shrink it). */
+  /** Requests per fetch of the request stream (default REQUEST_CHUNK; the tests shrink it). */
   requestChunk?: number;
-  /** Traces per step, about (default REQUEST_BATCH; the tests shrink it). */
-  requestBatch?: number;
 }
 
 export interface ChangeFound extends Alarm {
@@ -135,11 +128,6 @@ const REQUESTS = `
   FROM decision_traces t CROSS JOIN LATERAL ${traceCalls('t')} AS x
   WHERE t.txid >= $1::bigint AND t.txid < $2::bigint AND x.provider IS NOT NULL AND x.model IS NOT NULL
   ORDER BY t.txid, t.created_at, t.id, x.k`;
-
-/* How many traces each transaction in [$1, $2) wrote: where the request stream may be cut (txidRanges orders them). */
-const TXID_COUNTS = `
-  SELECT txid::text AS txid, count(*)::float8 AS n FROM decision_traces
-  WHERE txid >= $1::bigint AND txid < $2::bigint GROUP BY 1`;
 
 /*
  * The next samples, at most $1 of them (the oldest traces first), taken off the detector's queue
@@ -234,47 +222,6 @@ interface Detector {
   dirty: boolean;
 }
 
-/**
- * [from, to) cut between transactions into ranges of about `size` traces: a range ends once it holds
- * `size` or more, so one holds fewer than `size` plus the last transaction's traces (one transaction's
- * traces are never split: they share the txid the order starts with). The ranges are contiguous and
- * cover [from, to) whatever `counts` holds, so reading each in turn reads every trace of the range
- * once, in the same order as one read. The txids are decimal text (bigints) and are ordered here by
- * their number: in text order a range whose txids cross a power of ten came out of order and read
- * some traces twice.
- */
-export function txidRanges(counts: ReadonlyArray<{ txid: string; n: number }>, from: string, to: string, size: number): TxidRange[] {
-  const ordered = counts.map((c) => ({ ...c, id: BigInt(c.txid) })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const ranges: TxidRange[] = [];
-  let start = from;
-  let held = 0;
-  for (const c of ordered) {
-    if (held >= size) {
-      ranges.push({ from: start, to: c.txid, traces: held });
-      start = c.txid;
-      held = 0;
-    }
-    held += c.n;
-  }
-  ranges.push({ from: start, to, traces: held });
-  return ranges;
-}
-
-/** A piece of the request stream: the traces whose txid lies in [from, to), `traces` of them. */
-export interface TxidRange {
-  from: string;
-  to: string;
-  traces: number;
-}
-
-/** The first ranges, in order, until they hold `budget` traces or more (at least one range). */
-export function firstRanges(ranges: readonly TxidRange[], budget: number): TxidRange[] {
-  let held = 0;
-  let i = 0;
-  while (i < ranges.length && (i === 0 || held < budget)) held += ranges[i++].traces;
-  return ranges.slice(0, i);
-}
-
 const keyOf = (orgId: string, provider: string, model: string, stream: Stream) => `${orgId}\u0000${provider}\u0000${model}\u0000${stream}`;
 
 /** The auto signal of one request: 0 failed, else min(1, target / latency) (1 when the latency is unknown or 0). */
@@ -305,17 +252,10 @@ export class DriftRepository {
     if (rollupTxid === null) return [];
     // The first step starts at the rollups' watermark: traces from before the tests existed are not replayed.
     const from = st[0].drift_txid ?? rollupTxid;
-    const ranges =
-      BigInt(from) < BigInt(rollupTxid)
-        ? firstRanges(
-            txidRanges((await tx.query<{ txid: string; n: number }>(TXID_COUNTS, [from, rollupTxid])).rows, from, rollupTxid, p.requestChunk ?? REQUEST_CHUNK),
-            p.requestBatch ?? REQUEST_BATCH,
-          )
-        : [];
+    const readRequests = BigInt(from) < BigInt(rollupTxid);
     const samples = (await tx.query<SampleRow>(NEW_SAMPLES, [p.feedBatch ?? FEED_BATCH])).rows;
-    // Up to where this step read: the rest of a backlog is the next steps'.
-    await tx.query(WRITE_STATE, [NAME, ranges.length ? ranges[ranges.length - 1].to : rollupTxid]);
-    if (ranges.length === 0 && samples.length === 0) return [];
+    await tx.query(WRITE_STATE, [NAME, rollupTxid]);
+    if (!readRequests && samples.length === 0) return [];
 
     const detectors = new Map<string, Detector>();
     const orgRequests = new Map<string, bigint>();
@@ -373,10 +313,21 @@ export class DriftRepository {
       d.orgRequestsAt = count;
       feed(d, autoSample(r.ok, r.latency_ms === null ? null : Number(r.latency_ms), p.latencyTargetMs), at);
     };
-    for (const r of ranges) {
-      const requests = (await tx.query<RequestRow>(REQUESTS, [r.from, r.to])).rows;
-      await load(requests.map((r) => r.org_id));
-      for (const r of requests) takeRequest(r);
+    if (readRequests) {
+      const chunk = Math.max(1, Math.floor(p.requestChunk ?? REQUEST_CHUNK));
+      // Its sort spills to a file past Postgres's default work memory, instead of growing the embedded
+      // store's WebAssembly memory by the beat's requests (a beat over 70,000 traces: +6.8 → +3.4 MiB
+      // that is never given back); the beat's own setting again afterwards.
+      await tx.query(`SET LOCAL work_mem = '4MB'`, []);
+      await tx.query(`DECLARE drift_requests NO SCROLL CURSOR FOR ${REQUESTS}`, [from, rollupTxid]);
+      for (;;) {
+        const requests = (await tx.query<RequestRow>(`FETCH ${chunk} FROM drift_requests`, [])).rows;
+        await load(requests.map((r) => r.org_id));
+        for (const r of requests) takeRequest(r);
+        if (requests.length < chunk) break;
+      }
+      await tx.query('CLOSE drift_requests', []);
+      await tx.query(`SET LOCAL work_mem = '${BEAT_WORK_MEM}'`, []);
     }
     await load(samples.map((s) => s.org_id));
     const a = p.weights.score / 10;

@@ -109,8 +109,11 @@ export async function lock(tx: SqlExecutor, key: string): Promise<void> {
   await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [key]);
   // The beat's aggregates (a chunk's buckets and bins) fit in memory with this; the default 4 MB
   // makes a backfill chunk spill to disk. Only for this transaction.
-  await tx.query(`SET LOCAL work_mem = '32MB'`, []);
+  await tx.query(`SET LOCAL work_mem = '${BEAT_WORK_MEM}'`, []);
 }
+
+/** The beat transaction's `work_mem` (lock): its aggregates fit in memory with it. */
+export const BEAT_WORK_MEM = '32MB';
 
 /**
  * The pipeline's state as committed (null before its first beat), the xmin of a snapshot taken now
