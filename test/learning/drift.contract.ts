@@ -300,7 +300,7 @@ export function driftContract(name: string, open: () => Promise<AggregationStore
     it('fetches the request stream a few rows at a time, and its tests come out as from one fetch', async () => {
       for (let i = 0; i < 40; i++) await session(sql, 'acme', `warm-${i}`, 'm-a', 3_000 - i, good(i), true);
       await repo.recompute(BEAT);
-      // Single traces and transactions of several (one txid each), mixed latencies and failures, two orgs.
+      // Traces written alone and four to a transaction, mixed latencies and failures, two orgs: fetches of 2 cut across all of them.
       const latency = (i: number) => 200 + ((i * 7919) % 4_000);
       for (let i = 0; i < 30; i++) {
         if (i % 5 === 0) {
